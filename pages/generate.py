@@ -8,6 +8,8 @@ import streamlit as st
 
 from tfviz import generation as g
 from tfviz import viz
+from tfviz.analysis.cost import kv_cache_bytes
+from tfviz.model import hook_name
 from tfviz.viz.generate_extra import generated_tokens_html, kv_cache_growth
 from ui.figures import show
 from ui.models import current_model
@@ -86,8 +88,8 @@ def attention_view() -> None:
     layer = cols[0].selectbox("Layer", range(cfg.n_layers), key="gen_layer")
     head = cols[1].selectbox("Head", ["average", *range(cfg.n_heads)], key="gen_head")
     h = None if head == "average" else head
-    prefix = "decoder." if cfg.arch == "encoder-decoder" else ""
-    name = f"{prefix}blocks.{layer}.{'cross_attn' if kind == 'cross' else 'attn'}.hook_pattern"
+    name = hook_name(layer, f"{'cross_attn' if kind == 'cross' else 'attn'}.hook_pattern",
+                     "decoder" if cfg.arch == "encoder-decoder" else "")
     if kind == "self":
         fig = viz.generation_attention(gen.rows(name), tokens, head=h, q_positions=gen.q_positions,
                                        title=f"Each new token's attention over the past — layer {layer}")
@@ -108,7 +110,7 @@ positions = [p + 1 for p in gen.q_positions]
 st.metric("KV cache now", f"{gen.cache_nbytes[-1]:,} bytes",
           help=f"{len(positions)} steps, {positions[-1]} cached positions, "
                f"{cfg.n_kv_heads} K/V head(s) per layer")
-show(kv_cache_growth(positions, gen.cache_nbytes, [g.kv_cache_formula(cfg, p) for p in positions],
+show(kv_cache_growth(positions, gen.cache_nbytes, [kv_cache_bytes(cfg.n_layers, cfg.n_kv_heads, cfg.d_head, p) for p in positions],
                      title=f"KV cache size ({cfg.n_layers} layers × {cfg.n_kv_heads} K/V heads × "
                            f"d_head {cfg.d_head}, float32)"), "gen_cache", filename="kv-cache")
 with st.expander("Step by step: chosen token and the model's top alternatives"):

@@ -8,6 +8,7 @@ import torch
 import tfviz
 from tfviz.analysis.masks_demo import (KINDS, MaskChoice, all_masks, blocked_mass, edit_token,
                                        effective_mask, logit_change, pad_layout, windowed_model)
+from tfviz.model import layer_template
 from tfviz.viz import head_heatmap, mask_grid, masks_side_by_side
 from tfviz.viz.masks_extra import logit_change_bars
 from ui.figures import show
@@ -26,16 +27,17 @@ def _probe(path: str, mtime: int, _ckpt):
 
 @st.cache_data(max_entries=32, show_spinner="Recording attention…")
 def _patterns(path: str, mtime: int, inputs: tuple, pads: tuple | None, window, n_global: int,
-              prefix: str, _lm) -> np.ndarray:
+              stack: str, _lm) -> np.ndarray:
     """[layer, head, q_pos, k_pos] of the chosen stack, under the chosen mask."""
     xs = [torch.tensor([list(x)]) for x in inputs]
     kw = {} if pads is None else {"padding_mask": torch.tensor([list(pads)])}
-    names = lambda n: n.startswith(prefix) and n.endswith("attn.hook_pattern")  # noqa: E731
+    template = layer_template("attn.hook_pattern", stack)
+    names = [template.format(l=layer) for layer in range(_lm.config.n_layers)]
     if window is None:
         rec = _lm.record(*xs, names=names, **kw)
     else:  # a private copy: no lock needed
         rec = tfviz.record(windowed_model(_lm.model, window, n_global), *xs, names=names, **kw)
-    return rec.stack_layers(prefix + "blocks.{l}.attn.hook_pattern")[:, 0].numpy()
+    return rec.stack_layers(template)[:, 0].numpy()
 
 
 st.title("Masks")
@@ -100,12 +102,11 @@ mask = effective_mask(MaskChoice(kind, window, n_global, n_pad), len(seq), causa
 w = window if kind in ("sliding window", "global + local") else None
 g = n_global if kind == "global + local" else 0
 key = (lm.ref.path, mtime, tuple(map(tuple, inputs(seq))))
-prefix = f"{stack}." if stack else ""
 kw = tuple(pads) if padding and stack != "decoder" else None  # the decoder finds pads by pad_id
 try:
-    masked = _patterns(*key, kw, w, g, prefix, lm)
+    masked = _patterns(*key, kw, w, g, stack, lm)
     base = None if kind == "causal / full" or (padding and stack == "decoder") else \
-        _patterns(*key, tuple([False] * len(seq)) if padding else None, None, 0, prefix, lm)
+        _patterns(*key, tuple([False] * len(seq)) if padding else None, None, 0, stack, lm)
 except ValueError as e:
     st.error(str(e))
     st.stop()

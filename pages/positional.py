@@ -11,6 +11,8 @@ import tfviz
 from tfviz.analysis.positional import (comparable, demo_vector, extrapolation_table, read_card,
                                        scheme_tables, stack_tables, train_length)
 from tfviz.analysis.rope import rope_freqs, rope_score_grid
+from tfviz.model import hook_name
+from tfviz.model.positional import SCHEMES as POSITIONAL
 from tfviz.viz import (alibi_bias, extrapolation_curves, pe_matrix, pe_waves, position_similarity,
                        rope_frequencies, rope_relative_scores, rope_rotation_animation,
                        similarity_vs_distance, t5_bias, t5_buckets)
@@ -18,8 +20,7 @@ from tfviz.viz.positional import default_dims
 from ui.figures import show
 from ui.models import available_models, current_model, load_model
 
-SCHEMES = {"sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi",
-           "t5": "T5"}
+SCHEMES = {name: POSITIONAL[name].label for name in ("sinusoidal", "learned", "rope", "alibi", "t5")}
 SECTIONS = [*SCHEMES.values(), "Compare schemes"]
 
 
@@ -135,8 +136,7 @@ elif section == "RoPE":
         else:
             m = c[1].slider("query pos m", 0, T - 1, T - 1, key="pos_rope_m")
             n = c[2].slider("key pos n", 0, T - 1, 0, key="pos_rope_kpos")
-            pre = f"{stack}." if stack else ""
-            names = [f"{pre}blocks.{layer}.attn.hook_{x}" for x in ("q", "k", "attn_scores")]
+            names = [hook_name(layer, f"attn.hook_{x}", stack) for x in ("q", "k", "attn_scores")]
             bos = torch.tensor([[tok.bos_id]])
             inputs = {"encoder": (toks, bos), "decoder": (toks, toks)}.get(stack, (toks,))
             try:
@@ -179,8 +179,8 @@ elif section in ("ALiBi", "T5"):
     n = st.slider("positions", 4, 64, 16, key="pos_bias_n")
     causal = cfg.causal and stack != "encoder" if cfg else True
     heads = cfg.n_heads if cfg else 4
-    t = model_tables(n) if uses else scheme_tables(section.lower(), n_heads=heads, n=n,
-                                                   causal=causal)
+    scheme = next(name for name, label in SCHEMES.items() if label == section)
+    t = model_tables(n) if uses else scheme_tables(scheme, n_heads=heads, n=n, causal=causal)
     if not uses:
         st.info(f"Formula for {heads} heads: {name or 'the selected model'} does not use "
                 f"{section} itself." + (" T5's bias values are learned, so only the buckets can "

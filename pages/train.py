@@ -4,7 +4,7 @@ the URL, so a reload finds them again); the page only reads their snapshots."""
 import streamlit as st
 
 from tfviz import viz
-from tfviz.config import ARCHS, POS_SCHEMES
+from tfviz.model.config import ARCHS, POS_SCHEMES
 from tfviz.tasks import TASKS
 from tfviz.train.presets import CPU_SECONDS
 from ui import train_state as ts

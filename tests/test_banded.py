@@ -64,7 +64,7 @@ def test_banded_with_score_bias(causal, kind):
         bias = torch.randn(heads, n, n, dtype=F64, requires_grad=True)
         inputs, fn = [q, k, v, bias], bias
     else:  # a function of (q_pos, k_pos): only the band is ever evaluated
-        pos_scheme = ALiBi(_cfg()) if kind == "alibi" else T5Bias(_cfg(), bidirectional=not causal)
+        pos_scheme = ALiBi(_cfg()) if kind == "alibi" else T5Bias(_cfg(), causal=causal)
         pos_scheme = pos_scheme.to(F64)
         fn = pos_scheme.score_bias
         inputs = [q, k, v] + list(pos_scheme.parameters())

@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 
 import tfviz.checkpoint as ckpt
 from tfviz.checkpoint import CheckpointError, TrainState, load_checkpoint, save_checkpoint
-from tfviz.config import ModelConfig
+from tfviz import ModelConfig
 from tfviz.model import Transformer
 from tfviz.tasks import make_task
 from tfviz.train import TrainConfig

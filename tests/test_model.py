@@ -257,7 +257,7 @@ def test_encoder_decoder_needs_two_inputs():
 
 def test_encoder_does_not_generate_or_cache():
     model = make("encoder")
-    with pytest.raises(ValueError, match="does not generate"):
+    with pytest.raises(ValueError, match="encoder cannot generate"):
         model.generate(torch.ones(1, 3, dtype=torch.long), 2)
     with pytest.raises(ValueError, match="nothing to cache"):
         model(torch.ones(1, 3, dtype=torch.long), cache=model.new_cache())

@@ -12,8 +12,8 @@ from streamlit.testing.v1 import AppTest
 
 import tfviz
 from tfviz.checkpoint import load_checkpoint
-from tfviz.generation import (default_inputs, encode_text, generate_with_attention,
-                              kv_cache_formula, pattern_names)
+from tfviz.analysis.cost import kv_cache_bytes
+from tfviz.generation import default_inputs, encode_text, generate_with_attention, pattern_names
 from tfviz.viz.generate_extra import generated_tokens_html, kv_cache_growth
 
 
@@ -80,7 +80,8 @@ def test_generation_matches_generate_and_full_record(tiny_zoo, name) -> None:
                            names=pattern_names(model))
         for nm in pattern_names(model):
             np.testing.assert_allclose(gen.patterns[t][nm], rec[nm][0, :, -1].numpy(), atol=1e-5)
-    assert gen.cache_nbytes == [kv_cache_formula(model.config, q + 1) for q in gen.q_positions]
+    c = model.config
+    assert gen.cache_nbytes == [kv_cache_bytes(c.n_layers, c.n_kv_heads, c.d_head, q + 1) for q in gen.q_positions]
 
 
 def test_generation_bad_requests(tiny_zoo) -> None:

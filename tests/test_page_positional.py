@@ -13,7 +13,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import tfviz
-from tfviz.analysis.positional import (NOT_POSSIBLE, comparable, extrapolation_table, packed_batch,
+from tfviz.analysis.positional import (comparable, extrapolation_table, not_possible, packed_batch,
                                        read_card, scheme_tables, train_length)
 from tfviz.analysis.rope import rope_score_grid
 from tfviz.checkpoint import load_checkpoint, save_checkpoint
@@ -180,7 +180,8 @@ def test_extrapolation_table_marks_learned_beyond_max_len(family) -> None:
     df = extrapolation_table(cks, [L, 2 * L])
     assert list(df.columns) == ["model", "scheme", "length", "loss", "tokens", "note"]
     learned = df[df.scheme == "learned"]
-    assert learned.loc[learned.length == 2 * L, "note"].item() == NOT_POSSIBLE
+    note = learned.loc[learned.length == 2 * L, "note"].item()
+    assert note == not_possible(dict(cks)["ind-learned"].config) and "learned positions for only 40" in note
     assert np.isnan(learned.loc[learned.length == 2 * L, "loss"].item())
     assert np.isfinite(df[df.scheme != "learned"].loss).all()
     # the loss is the model's own cross-entropy on the packed task targets

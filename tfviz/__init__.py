@@ -1,7 +1,6 @@
 """tfviz: an instrumented transformer you can train, record and look inside."""
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
-from .config import ModelConfig
-from .model import HOOK_SHAPES, KVCache, Transformer
+from .model import HOOK_SHAPES, KVCache, ModelConfig, Transformer
 from .recording import Recording, positional_tables, record
 # The training function stays tfviz.train.train: binding a top-level name "train" would shadow
 # the tfviz.train package itself (and break `import tfviz.train.loop`).

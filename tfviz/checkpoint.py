@@ -29,7 +29,7 @@ import torch
 from safetensors.torch import load as _st_load
 from safetensors.torch import save as _st_save
 
-from .config import ModelConfig
+from .model import ModelConfig
 from .model import Transformer
 
 FORMAT = "tfviz-checkpoint"

@@ -5,6 +5,7 @@
     gen.patterns[t][name]       step t's attention row [head, k_pos] (self-attention: k_pos = 0..p_t,
                                 the query's own position p_t included; cross-attention: the source)
     gen.cache_nbytes[t]         bytes of the self-attention KV cache after step t
+                                (``tfviz.analysis.cost.kv_cache_bytes`` of its positions)
 
 Step 0 feeds the whole prompt (the cache fills with its keys/values; the row kept is the last
 prompt position's); every later step feeds only the newest token, whose query attends over the
@@ -14,13 +15,13 @@ the whole sequence so far.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .model.transformer import Transformer
+from .model import Transformer, hook_name
+from .model.decoding import check_generation, decode
 from .recording import record
 
 TOP = 5  # alternatives kept per step
@@ -42,10 +43,6 @@ class Generation:
     stopped_at_eos: bool = False
     src_ids: list[int] | None = None     # encoder input (encoder-decoder models)
 
-    @property
-    def new_ids(self) -> list[int]:
-        return self.ids[self.n_prompt:]
-
     def rows(self, name: str) -> list[np.ndarray]:
         """Every step's row for one hook name: a list of [head, k_pos] arrays."""
         return [p[name] for p in self.patterns]
@@ -61,9 +58,9 @@ def pattern_names(model: Transformer) -> list[str]:
     for an encoder-decoder), per layer. Encoder self-attention runs once, not per token."""
     cfg = model.config
     if cfg.arch == "encoder-decoder":
-        return [f"decoder.blocks.{l}.{kind}.hook_pattern" for l in range(cfg.n_layers)
+        return [hook_name(l, f"{kind}.hook_pattern", "decoder") for l in range(cfg.n_layers)
                 for kind in ("attn", "cross_attn")]
-    return [f"blocks.{l}.attn.hook_pattern" for l in range(cfg.n_layers)]
+    return [hook_name(l, "attn.hook_pattern") for l in range(cfg.n_layers)]
 
 
 def _as_ids(x, what: str) -> torch.Tensor:
@@ -77,28 +74,6 @@ def _as_ids(x, what: str) -> torch.Tensor:
     return t
 
 
-def check_request(model: Transformer, n_prompt: int, n: int, temperature: float,
-                  top_k: int | None, has_src: bool) -> None:
-    cfg = model.config
-    if cfg.arch == "encoder":
-        raise ValueError("an encoder cannot generate: it reads the whole input at once in both "
-                         "directions (no causal mask) and was trained to fill in masked tokens, "
-                         "not to predict the next one. Pick a decoder or encoder-decoder model.")
-    if has_src != (cfg.arch == "encoder-decoder"):
-        raise ValueError("an encoder-decoder model needs a source text (src)" if not has_src
-                         else "only an encoder-decoder model takes a source text (src)")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"number of new tokens = {n!r} must be a whole number >= 1")
-    if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature={temperature} must be >= 0 (0 = always the most likely token)")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k={top_k!r} must be a whole number >= 1 (or None = no limit)")
-    if cfg.pos == "learned" and n_prompt + n > cfg.max_len:
-        raise ValueError(f"prompt ({n_prompt} tokens) + {n} new tokens = {n_prompt + n} positions, but "
-                         f"this model has learned positions for only {cfg.max_len}: ask for at most "
-                         f"{max(cfg.max_len - n_prompt, 0)} new tokens or shorten the prompt")
-
-
 @torch.no_grad()
 def generate_with_attention(model: Transformer, prompt_ids, n: int, temperature: float = 0.0,
                             top_k: int | None = None, seed: int = 0, src=None,
@@ -107,12 +82,13 @@ def generate_with_attention(model: Transformer, prompt_ids, n: int, temperature:
     every step's attention patterns (see the module docstring). temperature 0 = greedy; otherwise
     sample from softmax(logits / temperature), limited to the ``top_k`` most likely tokens, with a
     ``torch.Generator`` seeded by ``seed``. Stops early after ``eos_id``. Raises ``ValueError``
-    with a readable reason (encoder model, missing src, learned positions too short, ...)."""
+    with a readable reason (encoder model, missing src, learned positions too short, ...): the
+    same checks, sampler and loop as ``Transformer.generate`` (``tfviz.model.decoding``)."""
     if not isinstance(model, Transformer):
         raise ValueError(f"generation needs a tfviz.Transformer, not {type(model).__name__}")
     prompt = _as_ids(prompt_ids, "the prompt")
     src_t = None if src is None else _as_ids(src, "the source text")
-    check_request(model, prompt.shape[1], n, temperature, top_k, src_t is not None)
+    check_generation(model.config, prompt.shape[1], n, temperature, top_k, src_t is not None)
     if prompt.shape[1] + n > MAX_POSITIONS:
         raise ValueError(f"prompt ({prompt.shape[1]} tokens) + {n} new tokens = {prompt.shape[1] + n} "
                          f"positions; at most {MAX_POSITIONS} here: shorten the prompt")
@@ -120,38 +96,30 @@ def generate_with_attention(model: Transformer, prompt_ids, n: int, temperature:
         raise ValueError(f"the source text has {src_t.shape[1]} tokens; at most {MAX_POSITIONS} here")
     device = next(model.parameters()).device
     prompt = prompt.to(device)
-    inputs = () if src_t is None else (src_t.to(device),)
     names = pattern_names(model)
-    gen = torch.Generator(device=device).manual_seed(int(seed))
-    cache = model.new_cache()
-    ids = prompt[0].tolist()
-    out = Generation(ids, len(ids), [], [], [], [], [],
+    out = Generation(prompt[0].tolist(), prompt.shape[1], [], [], [], [], [],
                      src_ids=None if src_t is None else src_t[0].tolist())
-    step_in = prompt
-    for _ in range(n):
-        q_pos = len(out.ids) - 1
-        rec = record(model, *inputs, step_in, cache=cache, names=names)
-        logits = rec.output[:, -1].float()  # [1, vocab]
-        nxt = int(Transformer._pick(logits.to(device), temperature, top_k, gen)[0])
-        p = torch.softmax(logits[0], -1)
+    recorded = []
+
+    def forward(*inputs, cache):
+        recorded.append(record(model, *inputs, cache=cache, names=names))
+        return recorded[-1].output
+
+    steps = decode(model, prompt, n, src=None if src_t is None else src_t.to(device),
+                   temperature=temperature, top_k=top_k, eos_id=eos_id, forward=forward,
+                   generator=torch.Generator(device=device).manual_seed(int(seed)))
+    for step in steps:
+        rec, nxt = recorded[-1], int(step.next_ids[0])
+        p = torch.softmax(step.logits[0].cpu(), -1)
         top = p.topk(min(TOP, p.numel()))
         out.patterns.append({name: rec[name][0, :, -1].float().numpy() for name in names})
-        out.q_positions.append(q_pos)
-        out.cache_nbytes.append(cache.nbytes)
+        out.q_positions.append(len(out.ids) - 1)
+        out.cache_nbytes.append(step.cache.nbytes)
         out.probs.append(float(p[nxt]))
         out.top.append([(int(i), float(v)) for v, i in zip(top.values, top.indices)])
         out.ids.append(nxt)
-        step_in = torch.tensor([[nxt]], device=device)
-        if eos_id is not None and nxt == eos_id:
-            out.stopped_at_eos = True
-            break
+        out.stopped_at_eos = step.done
     return out
-
-
-def kv_cache_formula(config, positions: int, bytes_per_element: int = 4) -> int:
-    """2 (k and v) x n_layers x n_kv_heads x d_head x positions x bytes — what ``cache.nbytes``
-    reports for one sequence (float32 by default)."""
-    return 2 * config.n_layers * config.n_kv_heads * config.d_head * positions * bytes_per_element
 
 
 def text_of(tokenizer, ids) -> str:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import torch
 
-from .model.hooks import shape_of
-from .model.transformer import Transformer
+from .model import Transformer
+from .model.hooks import shape_of, stack_layers
 
 Names = Iterable[str] | Callable[[str], bool] | None
 
@@ -45,13 +45,10 @@ class Recording(Mapping):
     def stack_layers(self, template: str) -> torch.Tensor:
         """Stack a per-layer name over layers: stack_layers('blocks.{l}.attn.hook_pattern')
         -> [layer, batch, head, q_pos, k_pos]."""
-        out, layer = [], 0
-        while template.format(l=layer) in self._tensors:
-            out.append(self._tensors[template.format(l=layer)])
-            layer += 1
-        if not out:
-            raise KeyError(f"nothing recorded matches {template!r}")
-        return torch.stack(out)
+        try:
+            return stack_layers(self._tensors, template)
+        except KeyError:
+            raise KeyError(f"nothing recorded matches {template!r}") from None
 
     @staticmethod
     def shape_of(name: str) -> str:

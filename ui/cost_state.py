@@ -180,7 +180,7 @@ def measure(s: Settings, progress: Callable[[float, str], None]) -> dict:
         sizes, speed = [], []
         for i, (kind, label, model, model_lock) in enumerate(models):
             progress(0.8 + 0.2 * i / len(models), f"KV cache — {kind} ({label})")
-            steps = model.config.max_len - KV_PROMPT if model.config.pos == "learned" else 256 - KV_PROMPT
+            steps = (model.config.max_positions or 256) - KV_PROMPT
             with model_lock:
                 sizes.append(kvcache.cache_table(model, kind, KV_PROMPT, steps, BATCH, every=16)
                              .assign(model=label))

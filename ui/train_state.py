@@ -9,6 +9,7 @@ import time
 
 import streamlit as st
 
+from tfviz.model.hooks import parse_hook_name
 from tfviz.train.presets import CPU, build_configs, presets_for
 
 from .jobs import job_manager, my_jobs, trained_dir
@@ -209,9 +210,8 @@ def pattern_kinds(snapshot) -> dict[str, str]:
     """label -> per-layer template ("blocks.{l}.attn.hook_pattern") present in a snapshot."""
     out = {}
     for name in snapshot.patterns:
-        tpl = re.sub(r"blocks\.\d+\.", "blocks.{l}.", name)
-        label = ("cross-attention (decoder → source)" if "cross_attn" in tpl else
-                 "encoder self-attention" if tpl.startswith("encoder.") else
-                 "decoder self-attention" if tpl.startswith("decoder.") else "self-attention")
-        out.setdefault(label, tpl)
+        where = parse_hook_name(name)
+        label = ("cross-attention (decoder → source)" if where.attention == "cross_attn" else
+                 f"{where.stack} self-attention" if where.stack else "self-attention")
+        out.setdefault(label, where.template)
     return out

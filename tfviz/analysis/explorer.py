@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.hooks import hook_name, stack_layers
+
 ATTN_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_pos_bias",
               "hook_attn_scores", "hook_pattern", "hook_z")
 PRONOUNS = ("it", "its")
@@ -28,18 +30,20 @@ READABLE_MAX = 128  # longest input the explorer shows: beyond it labels and cel
 # ---------------------------------------------------------------------------- sites
 @dataclass(frozen=True)
 class Site:
-    """One kind of attention in a model: its label, where it is recorded, which token sequences
-    its queries and keys come from ("tokens" = the decoder / single stack input, "src" = the
-    encoder input of an encoder-decoder), and whether it is causal."""
+    """One kind of attention in a model: its label, where it is recorded (stack and attention
+    module), which token sequences its queries and keys come from ("tokens" = the decoder / single
+    stack input, "src" = the encoder input of an encoder-decoder), and whether it is causal."""
 
     label: str
-    prefix: str  # e.g. "decoder.blocks.{l}.cross_attn"
+    stack: str  # "" (single stack) | "encoder" | "decoder"
+    attention: str  # "attn" | "cross_attn"
     q_side: str
     k_side: str
     causal: bool
 
-    def name(self, layer: int, hook: str) -> str:
-        return f"{self.prefix.format(l=layer)}.{hook}"
+    def name(self, layer: int | str, hook: str) -> str:
+        """The recorded name of ``hook`` ("hook_pattern", ...) in ``layer`` ("{l}": a template)."""
+        return hook_name(layer, f"{self.attention}.{hook}", self.stack)
 
     @property
     def is_self(self) -> bool:
@@ -49,12 +53,11 @@ class Site:
 def sites(config) -> list[Site]:
     """The attention kinds of a model: one for decoder/encoder models, three for encoder-decoder."""
     if config.arch == "encoder-decoder":
-        return [Site("encoder self-attention", "encoder.blocks.{l}.attn", "src", "src", False),
-                Site("decoder self-attention", "decoder.blocks.{l}.attn", "tokens", "tokens", True),
-                Site("cross-attention", "decoder.blocks.{l}.cross_attn", "tokens", "src", False)]
+        return [Site("encoder self-attention", "encoder", "attn", "src", "src", False),
+                Site("decoder self-attention", "decoder", "attn", "tokens", "tokens", True),
+                Site("cross-attention", "decoder", "cross_attn", "tokens", "src", False)]
     kind = "causal" if config.causal else "bidirectional"
-    return [Site(f"self-attention ({kind})", "blocks.{l}.attn", "tokens", "tokens",
-                 config.causal)]
+    return [Site(f"self-attention ({kind})", "", "attn", "tokens", "tokens", config.causal)]
 
 
 def is_attention_name(name: str) -> bool:
@@ -96,10 +99,11 @@ def layout_of(example_ids: Sequence[int] | None, special_ids: Sequence[int]) -> 
 
 
 def length_limit(config, cap: int = READABLE_MAX) -> tuple[int, str]:
-    """(longest input, why): learned positions stop at max_len; every input stops at ``cap``."""
-    if config.pos == "learned" and config.max_len < cap:
-        return config.max_len, (f"this model learned position vectors for only {config.max_len} "
-                                "positions and a learned table cannot go further")
+    """(longest input, why): the positional scheme's limit (learned positions stop at max_len);
+    every input stops at ``cap``."""
+    limit = config.max_positions
+    if limit is not None and limit < cap:
+        return limit, config.scheme.length_limit(config)
     return cap, f"the explorer shows at most {cap} tokens so that labels stay readable"
 
 
@@ -131,20 +135,10 @@ def probe_text(tokenizer, ids: Sequence[int]) -> str | None:
 def layer_stack(arrays: Mapping[str, np.ndarray], site: Site, hook: str = "hook_pattern",
                 batch: int = 0) -> np.ndarray:
     """[layer, head, q_pos, k_pos] of one site (``hook_pattern`` or ``hook_attn_scores``)."""
-    out, layer = [], 0
-    while site.name(layer, hook) in arrays:
-        out.append(arrays[site.name(layer, hook)][batch])
-        layer += 1
-    if not out:
-        raise ValueError(f"nothing recorded for {site.label} ({site.name(0, hook)})")
-    return np.stack(out)
-
-
-def n_layers_of(arrays: Mapping[str, np.ndarray], site: Site) -> int:
-    n = 0
-    while site.name(n, "hook_pattern") in arrays:
-        n += 1
-    return n
+    try:
+        return stack_layers(arrays, site.name("{l}", hook))[:, batch]
+    except KeyError:
+        raise ValueError(f"nothing recorded for {site.label} ({site.name(0, hook)})") from None
 
 
 @dataclass
@@ -233,7 +227,7 @@ def head_table(model, task, site: Site, *, n_examples: int = 64):
         names = [site.name(layer, "hook_pattern") for layer in range(cfg.n_layers)]
         rec = record(model, b.src, b.tokens, names=names)
         tokens = b.src if site.q_side == "src" else b.tokens
-        df = head_scores(rec.stack_layers(f"{site.prefix}.hook_pattern"), tokens,
+        df = head_scores(rec.stack_layers(site.name("{l}", "hook_pattern")), tokens,
                          causal=site.causal, window=cfg.window, global_tokens=cfg.global_tokens,
                          pad_id=cfg.pad_id)
         df.attrs["inputs"] = {"all": f"{len(b.tokens)} {task.name} validation examples"}

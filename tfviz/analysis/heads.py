@@ -43,11 +43,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..model.hooks import layer_template
 from ..model.masks import MaskSpec
 from ..recording import Recording, record
 from ..tokenize import SPECIAL_TOKENS
 
-PATTERN = "blocks.{l}.attn.hook_pattern"
+PATTERN = layer_template("attn.hook_pattern")
 BOS_ID = 2  # [BOS] in every tfviz tokenizer
 N_SPECIAL = len(SPECIAL_TOKENS)  # ids 0..6 are [PAD] [UNK] [BOS] [EOS] [MASK] [SEP] [CLS]
 

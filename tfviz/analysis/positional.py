@@ -18,21 +18,20 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..config import ModelConfig
-from ..model.positional import make_positional
+from ..model import ModelConfig
+from ..model.positional import SCHEMES, make_positional
 from ..tasks.base import IGNORE
 
-FORMULA_SCHEMES = ("sinusoidal", "rope", "alibi", "t5")  # tables that need no training
-NOT_POSSIBLE = "not possible: a learned table has no vector for positions beyond max_len"
+FORMULA_SCHEMES = tuple(name for name, s in SCHEMES.items() if s.formula_tables)  # need no training
 
 
 def scheme_tables(pos: str, *, d_model: int = 64, n_heads: int = 1, n: int = 64,
                   causal: bool = True, rope_base: float = 10000.0, t5_num_buckets: int = 32,
                   t5_max_distance: int = 128) -> dict[str, torch.Tensor]:
     """The input-independent tables of scheme ``pos`` for ``n`` positions, computed by the model's
-    own positional module built alone. Only parameter-free tables are returned: a learned table
-    and T5's learned bias would be random numbers without training, so they are left out
-    (``t5`` gives its buckets only)."""
+    own positional module built alone. Only parameter-free tables are returned (the scheme's
+    ``formula_tables``): a learned table and T5's learned bias would be random numbers without
+    training, so they are left out (``t5`` gives its buckets only)."""
     if pos not in FORMULA_SCHEMES:
         raise ValueError(f"{pos!r} has no formula table; formula schemes: {FORMULA_SCHEMES}")
     if n < 1:
@@ -42,8 +41,7 @@ def scheme_tables(pos: str, *, d_model: int = 64, n_heads: int = 1, n: int = 64,
                       t5_max_distance=t5_max_distance, n_layers=1)
     with torch.no_grad():
         tables = make_positional(cfg, causal).tables(n)
-    tables.pop("t5_bias", None)
-    return {k: v.detach().cpu() for k, v in tables.items()}
+    return {k: v.detach().cpu() for k, v in tables.items() if k in cfg.scheme.formula_tables}
 
 
 def stack_tables(tables: dict[str, torch.Tensor], stack: str = "") -> dict[str, torch.Tensor]:
@@ -165,6 +163,11 @@ def sequence_loss(model, tokens: torch.Tensor, targets: torch.Tensor,
     return (total / count if count else math.nan), count
 
 
+def not_possible(cfg) -> str:
+    """The note of a length the model cannot run at, in its positional scheme's words."""
+    return f"not possible: {cfg.scheme.length_limit(cfg)}"
+
+
 def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
                         split: str = "validation") -> pd.DataFrame:
     """Loss of each checkpoint's model on its task at each evaluation length.
@@ -172,8 +175,8 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
     ``checkpoints``: (name, Checkpoint) pairs of single-stack models (decoder or encoder) —
     ideally the same task trained with different positional schemes. For each length L the
     task's ``split`` examples are packed into sequences of exactly L tokens (``packed_batch``)
-    and the loss is averaged over the task's target positions. A learned-position model cannot
-    run past ``max_len``: its row has loss NaN and ``note`` says so. Returns one row per
+    and the loss is averaged over the task's target positions. A model whose scheme cannot run
+    that far (learned positions past ``max_len``) gets loss NaN and a ``note`` (``not_possible``). Returns one row per
     (model, length): model, scheme, length, loss, tokens (target tokens scored), note.
     The caller holds each model's lock (shared models)."""
     lengths = sorted({int(n) for n in lengths})
@@ -191,8 +194,8 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
             tasks[key] = ckpt.build_task()
         task = tasks[key]
         for length in lengths:
-            if cfg.pos == "learned" and length > cfg.max_len:
-                rows.append((name, cfg.pos, length, math.nan, 0, NOT_POSSIBLE))
+            if cfg.max_positions is not None and length > cfg.max_positions:
+                rows.append((name, cfg.pos, length, math.nan, 0, not_possible(cfg)))
                 continue
             tokens, targets = packed_batch(task, length, n_tokens, split)
             if int(tokens.max()) >= cfg.vocab_size:
@@ -203,11 +206,6 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
     return pd.DataFrame(rows, columns=["model", "scheme", "length", "loss", "tokens", "note"])
 
 
-def default_lengths(train_len: int) -> list[int]:
-    """Half, once, twice and four times the training length (at least 4 tokens)."""
-    return sorted({max(4, train_len // 2), max(4, train_len), 2 * train_len, 4 * train_len})
-
-
-__all__ = ["FORMULA_SCHEMES", "NOT_POSSIBLE", "comparable", "default_lengths", "demo_vector",
+__all__ = ["FORMULA_SCHEMES", "comparable", "demo_vector", "not_possible",
            "extrapolation_table", "is_positional_family", "packed_batch", "read_card",
            "same_task", "scheme_tables", "sequence_loss", "stack_tables", "train_length"]

@@ -40,7 +40,7 @@ import pandas as pd
 import torch
 
 from ..analysis.cost import attention_bytes, attention_flops
-from ..config import ModelConfig
+from ..model import ModelConfig
 from ..model.attention import Attention, AttnContext
 from ..model.banded import banded_attention, flex_available, flex_banded_attention
 from ..model.masks import MaskSpec

@@ -18,8 +18,9 @@ import pandas as pd
 import torch
 
 from ..analysis.cost import kv_cache_bytes
-from ..config import ModelConfig
+from ..model import ModelConfig
 from ..model import Transformer
+from ..model.decoding import check_generation
 from .measure import time_once
 
 
@@ -78,9 +79,7 @@ def _check_lengths(model: Transformer, prompt_len: int, new_tokens: int) -> None
         raise ValueError(f"the KV-cache measurements need a decoder, not an {cfg.arch} model")
     if prompt_len < 1 or new_tokens < 0:
         raise ValueError(f"prompt_len={prompt_len} must be >= 1 and new_tokens={new_tokens} >= 0")
-    if cfg.pos == "learned" and prompt_len + new_tokens > cfg.max_len:
-        raise ValueError(f"prompt + new tokens = {prompt_len + new_tokens} exceeds this model's learned "
-                         f"position table ({cfg.max_len})")
+    check_generation(cfg, prompt_len, new_tokens, 0.0, None, has_src=False)
 
 
 def cache_table(model: Transformer, kind: str, prompt_len: int = 16, new_tokens: int = 128,

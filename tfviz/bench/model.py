@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import ModelConfig
+from ..model import ModelConfig
 from ..model import Transformer
 from ..recording import record
 

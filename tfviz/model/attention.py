@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import ModelConfig
 from .banded import banded_attention, use_banded
 from .cache import LayerKV
+from .config import ModelConfig
 from .hooks import HookPoint
 from .masks import MaskSpec
 from .positional import apply_rotary
@@ -45,6 +45,7 @@ class AttnContext:
     bias_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     q_pos: torch.Tensor | None = None  # absolute positions of the queries [q_pos]
     k_pos: torch.Tensor | None = None  # ... and of the keys [k_pos]
+    rotate: Callable = apply_rotary  # the scheme's way of applying (cos, sin) to q and k
     _memo: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -96,10 +97,8 @@ class Attention(nn.Module):
             self.W_qkv = nn.Linear(d, hq + 2 * hkv, bias=cfg.bias)
         self.W_o = nn.Linear(hq, d, bias=cfg.bias)
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
-        if not cross and cfg.pos == "rope":
-            self.hook_rot_q, self.hook_rot_k = HookPoint(), HookPoint()
-        if not cross and cfg.pos in ("alibi", "t5"):
-            self.hook_pos_bias = HookPoint()
+        for hook in () if cross else cfg.scheme.attention_hooks():  # rotated q/k, score bias
+            self.add_module(hook, HookPoint())
         self.hook_attn_scores, self.hook_pattern = HookPoint(), HookPoint()
         self.hook_z, self.hook_out = HookPoint(), HookPoint()
 
@@ -136,8 +135,8 @@ class Attention(nn.Module):
             k, v = self.hook_k(k), self.hook_v(v)
         if ctx.rotary is not None:
             cos, sin = ctx.rotary
-            q = self.hook_rot_q(apply_rotary(q, cos, sin))
-            k = self.hook_rot_k(apply_rotary(k, cos, sin))
+            q = self.hook_rot_q(ctx.rotate(q, cos, sin))
+            k = self.hook_rot_k(ctx.rotate(k, cos, sin))
         q = q.transpose(1, 2)  # [batch, head, q_pos, d_head]
         if k is not None:
             k, v = k.transpose(1, 2), v.transpose(1, 2)  # [batch, kv_head, k_pos, d_head]

@@ -1,41 +1,37 @@
 """Transformer blocks: MLP and one block (encoder block, or decoder block with cross-attention).
 
-Pre-norm (GPT-2):  x = x + Sublayer(LN(x))        Post-norm (Vaswani et al.):  x = LN(x + Sublayer(x))
+Pre-norm (GPT-2):  x = x + Sublayer(N(x))        Post-norm (Vaswani et al.):  x = N(x + Sublayer(x))
+N is the config's normalisation (``norms.NORMS``), the MLP's nonlinearity its activation
+(``activations.ACTIVATIONS``).
 """
 from __future__ import annotations
 
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ..config import ModelConfig
+from .activations import make_activation
 from .attention import AttnContext, Attention
 from .cache import LayerKV
+from .config import ModelConfig
 from .hooks import HookPoint
+from .norms import make_norm
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward: W_out act(W_in x). SwiGLU (Shazeer 2020): W_out (silu(W_g x) * W_in x)."""
+    """Position-wise feed-forward: W_out act(W_in x). A gated activation (SwiGLU, Shazeer 2020:
+    W_out (silu(W_g x) * W_in x)) reads twice as many W_in outputs."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.activation = cfg.activation
-        width = 2 * cfg.d_ff if cfg.activation == "swiglu" else cfg.d_ff
+        self.act = make_activation(cfg)
+        width = 2 * cfg.d_ff if self.act.gated else cfg.d_ff
         self.W_in = nn.Linear(cfg.d_model, width, bias=cfg.bias)
         self.W_out = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.W_in(x)  # [batch, pos, d_ff] (x2 for swiglu)
-        if self.activation == "relu":
-            h = F.relu(h)
-        elif self.activation == "gelu":
-            h = F.gelu(h)
-        else:
-            gate, h = h.chunk(2, dim=-1)
-            h = F.silu(gate) * h
-        return self.W_out(h)
+        return self.W_out(self.act(self.W_in(x)))  # W_in x: [batch, pos, d_ff] (x2 when gated)
 
 
 class Block(nn.Module):
@@ -43,20 +39,20 @@ class Block(nn.Module):
         super().__init__()
         self.pre_norm = cfg.norm == "pre"
         self.drop = nn.Dropout(cfg.dropout)
-        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.ln1 = make_norm(cfg)
         self.attn = Attention(cfg)
         self.hook_resid_pre, self.hook_resid_mid = HookPoint(), HookPoint()
         if cross:
-            self.ln_cross = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+            self.ln_cross = make_norm(cfg)
             self.cross_attn = Attention(cfg, cross=True)
             self.hook_resid_mid_cross = HookPoint()
         if not cfg.attn_only:
-            self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+            self.ln2 = make_norm(cfg)
             self.mlp = MLP(cfg)
             self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()
 
-    def _sublayer(self, x: torch.Tensor, norm: nn.LayerNorm, f: Callable) -> torch.Tensor:
+    def _sublayer(self, x: torch.Tensor, norm: nn.Module, f: Callable) -> torch.Tensor:
         if self.pre_norm:
             return x + self.drop(f(norm(x)))
         return norm(x + self.drop(f(x)))

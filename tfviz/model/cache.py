@@ -52,7 +52,3 @@ class KVCache:
     def nbytes(self) -> int:
         """Bytes of the self-attention cache tensors (what grows with every generated token)."""
         return sum(layer.nbytes for layer in self.self_attn)
-
-    @property
-    def cross_nbytes(self) -> int:
-        return sum(layer.nbytes for layer in self.cross_attn or [])

@@ -1,14 +1,30 @@
-"""HookPoint: an identity module that marks a tensor worth recording.
+"""HookPoint: an identity module that marks a tensor worth recording, and the names of hook points.
 
 Its public name (e.g. ``blocks.0.attn.hook_pattern``) comes from the model tree and is assigned by
 ``Transformer``; ``tfviz.record`` attaches forward hooks to the points it is asked for and removes
 them afterwards. A point with a hook attached is *active*: attention checks this to switch from
 the fused SDPA kernel to the explicit path that materialises scores and pattern.
+
+Names are built in one place, ``hook_name`` (and read back by ``parse_hook_name``):
+
+    hook_name(0, "attn.hook_pattern")                     'blocks.0.attn.hook_pattern'
+    hook_name(1, "cross_attn.hook_pattern", "decoder")    'decoder.blocks.1.cross_attn.hook_pattern'
+    hook_name(None, "hook_embed", "encoder")              'encoder.hook_embed'
+    layer_template("attn.hook_pattern")                   'blocks.{l}.attn.hook_pattern'
+    stack_layers(recorded, layer_template(...))           [layer, ...] stacked over layers
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 from torch import nn
+
+STACKS = ("encoder", "decoder")  # the stacks of an encoder-decoder; "" names a single stack
+ATTENTIONS = ("attn", "cross_attn")  # self-attention, and the decoder's cross-attention
 
 # One documented shape per recorded name (the suffix after the last "blocks.{l}." or prefix).
 HOOK_SHAPES: dict[str, str] = {
@@ -32,14 +48,69 @@ HOOK_SHAPES: dict[str, str] = {
 }
 
 
+def hook_name(layer: int | str | None, hook: str, stack: str = "") -> str:
+    """The public name of a hook point: ``hook`` ("attn.hook_q", "hook_resid_post", ...) in block
+    ``layer`` (an int, "{l}" for a per-layer template, or None for a stack-level point such as
+    "hook_embed") of ``stack`` ("" for a single-stack model, "encoder" / "decoder")."""
+    base = hook if layer is None else f"blocks.{layer}.{hook}"
+    return f"{stack}.{base}" if stack else base
+
+
+def layer_template(hook: str, stack: str = "") -> str:
+    """A per-layer name with ``{l}`` for the layer: ``layer_template("attn.hook_pattern")``."""
+    return hook_name("{l}", hook, stack)
+
+
+@dataclass(frozen=True)
+class HookName:
+    stack: str          # "" | "encoder" | "decoder"
+    layer: int | None   # None for stack-level points (hook_embed, hook_pos_embed)
+    hook: str           # e.g. "attn.hook_pattern", "cross_attn.hook_z", "hook_resid_post"
+
+    @property
+    def attention(self) -> str | None:
+        """"attn" / "cross_attn" for attention points, else None."""
+        head = self.hook.split(".")[0]
+        return head if head in ATTENTIONS else None
+
+    @property
+    def template(self) -> str:
+        """The same name with ``{l}`` for the layer (itself for stack-level points)."""
+        return hook_name(None if self.layer is None else "{l}", self.hook, self.stack)
+
+
+_NAME = re.compile(r"^(?:(?P<stack>encoder|decoder)\.)?(?:blocks\.(?P<layer>\d+)\.)?(?P<hook>.+)$")
+
+
+def parse_hook_name(name: str) -> HookName:
+    """The inverse of ``hook_name``: 'decoder.blocks.1.cross_attn.hook_z' -> (decoder, 1, cross_attn.hook_z)."""
+    m = _NAME.match(name)
+    if m is None or not m["hook"].split(".")[-1].startswith("hook_"):
+        raise ValueError(f"{name!r} is not a hook point name")
+    return HookName(m["stack"] or "", None if m["layer"] is None else int(m["layer"]), m["hook"])
+
+
+def stack_layers(tensors: Mapping, template: str):
+    """Stack a per-layer name over layers 0, 1, ... (while present) -> [layer, ...]: torch tensors
+    with ``torch.stack``, anything else as numpy arrays. KeyError when layer 0 is missing."""
+    out, layer = [], 0
+    while template.format(l=layer) in tensors:
+        out.append(tensors[template.format(l=layer)])
+        layer += 1
+    if not out:
+        raise KeyError(f"nothing matches {template!r}")
+    return torch.stack(out) if isinstance(out[0], torch.Tensor) else np.stack(out)
+
+
 def shape_of(name: str) -> str:
     """The documented shape of a recorded name, e.g. shape_of('blocks.0.attn.hook_q')."""
-    parts = name.split(".")
-    for n in (2, 1):
-        key = ".".join(parts[-n:]).replace("cross_attn.", "attn.")
-        if key in HOOK_SHAPES:
-            return HOOK_SHAPES[key].split("  ")[0]
-    raise KeyError(name)
+    try:
+        key = parse_hook_name(name).hook.replace("cross_attn.", "attn.")
+    except ValueError:
+        raise KeyError(name) from None
+    if key not in HOOK_SHAPES:
+        raise KeyError(name)
+    return HOOK_SHAPES[key].split("  ")[0]
 
 
 class HookPoint(nn.Module):

@@ -1,34 +1,99 @@
-"""Positional schemes, one small class each, behind one interface.
+"""Positional schemes, one small class each, behind one interface and one registry (``SCHEMES``).
 
 A scheme may do any of three things, each given absolute positions (a KV cache shifts them):
     embed(positions)            -> [pos, d_model]       added to the token embeddings
-    rotary(positions)           -> (cos, sin) [pos, d_head/2]   rotates q and k (RoPE)
+    rotary(positions)           -> (cos, sin) [pos, d_head/2]   rotates q and k (``rotate``)
     score_bias(q_pos, k_pos)    -> [head, q_pos, k_pos]  added to q.k/sqrt(d_head)
 and ``tables(n)`` returns its input-independent tables for the Positional page.
 The stack calls these once per forward; every layer reuses the result.
+
+What a scheme *can* do is asked of its class, by everyone else, before any model is built
+(``ModelConfig.scheme`` is the class): ``embeds`` / ``rotates`` / ``adds_bias``, ``score_mod_ok``
+(the bias is a function of (head, q_idx, k_idx): a FlexAttention ``score_mod``), the hook points
+it adds, ``max_positions(cfg)`` and ``length_limit(cfg)`` (how far it runs, and why not further,
+in words for users), ``embed_scale(cfg)``, ``check_config(cfg)`` (ModelConfig asks it) and the
+tables it offers (``table_names``; ``formula_tables``: those that need no training).
+
+To add a scheme: one subclass of ``Positional`` below, and its class in ``SCHEMES``.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from ..config import ModelConfig
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs of the last dim of x [batch, pos, head, d_head] by (cos, sin) [pos, d_head/2]."""
+    x2 = x.unflatten(-1, (-1, 2))  # [batch, pos, head, d_head/2, 2]
+    x0, x1 = x2[..., 0], x2[..., 1]
+    c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # [pos, 1, d_head/2]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1).flatten(-2)
 
 
 class Positional(nn.Module):
-    """The no-op scheme ("none"): attention alone is permutation-equivariant."""
+    """The interface, and the no-op scheme ("none"): attention alone is permutation-equivariant."""
 
-    has_bias = False  # True for schemes whose score_bias returns a tensor (ALiBi, T5)
+    name = "none"
+    label = "none"          # how pages and messages name it
+    embeds = False          # embed() returns vectors added to the token embeddings
+    rotates = False         # rotary() returns (cos, sin) that rotate q and k
+    adds_bias = False       # score_bias() returns a [head, q_pos, k_pos] bias
+    score_mod_ok = False    # that bias is f(head, q_idx, k_idx): usable as a FlexAttention score_mod
+    table_names: tuple[str, ...] = ()     # what tables() returns
+    formula_tables: tuple[str, ...] = ()  # ... of which these need no training (a formula)
 
+    def __init__(self, cfg, causal: bool = True):
+        super().__init__()
+
+    # ---------------------------------------------------------------- capabilities (class-level)
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """Raise ValueError when ``cfg`` cannot use this scheme (ModelConfig calls this)."""
+
+    @classmethod
+    def max_positions(cls, cfg) -> int | None:
+        """The longest sequence a model with this scheme can run on; None = any length."""
+        return None
+
+    @classmethod
+    def length_limit(cls, cfg) -> str:
+        """Why the model stops at ``max_positions``, as a clause for users ("" when it does not)."""
+        return ""
+
+    @classmethod
+    def embed_scale(cls, cfg) -> float:
+        """Factor on the token embeddings before positions are added."""
+        return 1.0
+
+    @classmethod
+    def attention_hooks(cls) -> tuple[str, ...]:
+        """Hook points this scheme adds to every self-attention layer."""
+        return (("hook_rot_q", "hook_rot_k") if cls.rotates else ()) + (
+            ("hook_pos_bias",) if cls.adds_bias else ())
+
+    @classmethod
+    def stack_hooks(cls) -> tuple[str, ...]:
+        """Hook points this scheme adds to the stack (next to ``hook_embed``)."""
+        return ("hook_pos_embed",) if cls.embeds else ()
+
+    # ---------------------------------------------------------------- per forward
     def embed(self, positions: torch.Tensor) -> torch.Tensor | None:
         return None
 
     def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         return None
 
+    rotate = staticmethod(apply_rotary)  # how (cos, sin) are applied to q and k
+
     def score_bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    def score_mod(self, q_offset: int = 0) -> Callable | None:
+        """``f(score, batch, head, q_idx, k_idx) -> score + bias`` (FlexAttention's score_mod;
+        q_idx counts from ``q_offset``), for schemes with ``score_mod_ok``."""
         return None
 
     def tables(self, n: int) -> dict[str, torch.Tensor]:
@@ -37,17 +102,30 @@ class Positional(nn.Module):
 
 class Sinusoidal(Positional):
     """Vaswani et al. 2017, §3.5:  PE(p, 2i) = sin(p / 10000^(2i/d)),  PE(p, 2i+1) = cos(p / 10000^(2i/d)).
+    Token embeddings are multiplied by sqrt(d_model) first (§3.4).
 
     Computed from the formula for any position, so it runs past ``max_len`` (how well the model
     copes there is an empirical question the Positional page measures).
     """
 
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
+    name, label, embeds = "sinusoidal", "Sinusoidal", True
+    table_names = formula_tables = ("sinusoidal",)
+
+    def __init__(self, cfg, causal: bool = True):
+        super().__init__(cfg, causal)
         self.d_model = cfg.d_model
         self.max_len = cfg.max_len
         i = torch.arange(0, cfg.d_model, 2, dtype=torch.float64)
         self.register_buffer("inv_freq", 10000.0 ** (-i / cfg.d_model), persistent=False)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        if cfg.d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model (it is {cfg.d_model})")
+
+    @classmethod
+    def embed_scale(cls, cfg) -> float:
+        return math.sqrt(cfg.d_model)
 
     def embed(self, positions: torch.Tensor) -> torch.Tensor:
         angles = positions.to(torch.float64)[:, None] * self.inv_freq[None, :]  # [pos, d_model/2]
@@ -61,10 +139,22 @@ class Sinusoidal(Positional):
 class Learned(Positional):
     """A trained table of ``max_len`` vectors (GPT-2, BERT). It has no row for a longer position."""
 
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
+    name, label, embeds = "learned", "Learned", True
+    table_names = ("learned",)
+
+    def __init__(self, cfg, causal: bool = True):
+        super().__init__(cfg, causal)
         self.table = nn.Embedding(cfg.max_len, cfg.d_model)
         nn.init.normal_(self.table.weight, std=0.02)
+
+    @classmethod
+    def max_positions(cls, cfg) -> int:
+        return cfg.max_len
+
+    @classmethod
+    def length_limit(cls, cfg) -> str:
+        return (f"this model has learned positions for only {cfg.max_len}: a learned position table "
+                "has no vector for a longer position and cannot extrapolate")
 
     def embed(self, positions: torch.Tensor) -> torch.Tensor:
         return self.table(positions)
@@ -77,10 +167,21 @@ class RoPE(Positional):
     """Su et al. 2021 (RoFormer): rotate each pair (x_2i, x_2i+1) of q and k by angle p * theta_i,
     theta_i = base^(-2i/d_head). Then q_m . k_n depends on m and n only through m - n."""
 
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
+    name, label, rotates = "rope", "RoPE", True
+    table_names = formula_tables = ("rope_freqs", "rope_angles")
+
+    def __init__(self, cfg, causal: bool = True):
+        super().__init__(cfg, causal)
         i = torch.arange(0, cfg.d_head, 2, dtype=torch.float64)
         self.register_buffer("inv_freq", cfg.rope_base ** (-i / cfg.d_head), persistent=False)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        if cfg.d_head % 2:
+            raise ValueError(
+                f"RoPE rotates pairs of dimensions, so d_head = d_model / n_heads must be even "
+                f"(it is {cfg.d_head})"
+            )
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         return positions.to(torch.float64)[:, None] * self.inv_freq[None, :]  # [pos, d_head/2]
@@ -92,14 +193,6 @@ class RoPE(Positional):
 
     def tables(self, n: int) -> dict[str, torch.Tensor]:
         return {"rope_freqs": self.inv_freq.float(), "rope_angles": self.angles(torch.arange(n)).float()}
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs of the last dim of x [batch, pos, head, d_head] by (cos, sin) [pos, d_head/2]."""
-    x2 = x.unflatten(-1, (-1, 2))  # [batch, pos, head, d_head/2, 2]
-    x0, x1 = x2[..., 0], x2[..., 1]
-    c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # [pos, 1, d_head/2]
-    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1).flatten(-2)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -120,15 +213,23 @@ class ALiBi(Positional):
     """Attention with Linear Biases: score += -m_h * |i - j| (symmetric when bidirectional; with a
     causal mask only j <= i is ever seen, where it is -m_h * (i - j)). No learned parameters."""
 
-    has_bias = True
+    name, label, adds_bias, score_mod_ok = "alibi", "ALiBi", True, True
+    table_names = formula_tables = ("alibi_slopes", "alibi_bias")
 
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
+    def __init__(self, cfg, causal: bool = True):
+        super().__init__(cfg, causal)
         self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
 
     def score_bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         dist = (q_pos[:, None] - k_pos[None, :]).abs().to(self.slopes.dtype)  # [q_pos, k_pos]
         return -self.slopes[:, None, None] * dist  # [head, q_pos, k_pos]
+
+    def score_mod(self, q_offset: int = 0) -> Callable:
+        slopes = self.slopes
+
+        def alibi(score, b, h, q_idx, k_idx):
+            return score - slopes[h] * (q_idx + q_offset - k_idx).abs().to(slopes.dtype)
+        return alibi
 
     def tables(self, n: int) -> dict[str, torch.Tensor]:
         p = torch.arange(n)
@@ -157,13 +258,16 @@ def t5_bucket(relative: torch.Tensor, bidirectional: bool, num_buckets: int, max
 
 
 class T5Bias(Positional):
-    """A learned scalar per (bucket, head) added to the scores; buckets from ``t5_bucket``."""
+    """A learned scalar per (bucket, head) added to the scores; buckets from ``t5_bucket``
+    (bidirectional in an encoder, one-sided in a causal stack)."""
 
-    has_bias = True
+    name, label, adds_bias, score_mod_ok = "t5", "T5", True, True
+    table_names = ("t5_buckets", "t5_bias")
+    formula_tables = ("t5_buckets",)  # the bias values themselves are learned
 
-    def __init__(self, cfg: ModelConfig, bidirectional: bool):
-        super().__init__()
-        self.bidirectional = bidirectional
+    def __init__(self, cfg, causal: bool = True):
+        super().__init__(cfg, causal)
+        self.bidirectional = not causal
         self.num_buckets = cfg.t5_num_buckets
         self.max_distance = cfg.t5_max_distance
         self.bias = nn.Embedding(cfg.t5_num_buckets, cfg.n_heads)
@@ -176,22 +280,23 @@ class T5Bias(Positional):
     def score_bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         return self.bias(self.buckets(q_pos, k_pos)).permute(2, 0, 1)  # [head, q_pos, k_pos]
 
+    def score_mod(self, q_offset: int = 0) -> Callable:
+        table, args = self.bias.weight, (self.bidirectional, self.num_buckets, self.max_distance)
+
+        def t5(score, b, h, q_idx, k_idx):
+            return score + table[t5_bucket(k_idx - q_idx - q_offset, *args), h]
+        return t5
+
     def tables(self, n: int) -> dict[str, torch.Tensor]:
         p = torch.arange(n)
         return {"t5_buckets": self.buckets(p, p), "t5_bias": self.score_bias(p, p).detach()}
 
 
-def make_positional(cfg: ModelConfig, causal: bool) -> Positional:
-    if cfg.pos == "none":
-        return Positional()
-    if cfg.pos == "sinusoidal":
-        return Sinusoidal(cfg)
-    if cfg.pos == "learned":
-        return Learned(cfg)
-    if cfg.pos == "rope":
-        return RoPE(cfg)
-    if cfg.pos == "alibi":
-        return ALiBi(cfg)
-    if cfg.pos == "t5":
-        return T5Bias(cfg, bidirectional=not causal)
-    raise ValueError(f"unknown positional scheme {cfg.pos!r}")
+SCHEMES: dict[str, type[Positional]] = {cls.name: cls for cls in (
+    Positional, Sinusoidal, Learned, RoPE, ALiBi, T5Bias)}
+"""name (``ModelConfig.pos``) -> scheme class."""
+
+
+def make_positional(cfg, causal: bool) -> Positional:
+    """The scheme module ``cfg.pos`` names, for a causal or bidirectional stack."""
+    return cfg.scheme(cfg, causal)

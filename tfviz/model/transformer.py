@@ -14,13 +14,15 @@ import math
 import torch
 from torch import nn
 
-from ..config import ModelConfig
 from .attention import IMPLS, AttnContext
 from .blocks import Block
 from .cache import KVCache
+from .config import ModelConfig
+from .decoding import decode
 from .hooks import HookPoint
 from .masks import MaskSpec
-from .positional import Learned, Sinusoidal, make_positional
+from .norms import make_norm
+from .positional import make_positional
 
 
 class Stack(nn.Module):
@@ -31,14 +33,14 @@ class Stack(nn.Module):
         super().__init__()
         self.cfg, self.causal = cfg, causal
         self.pos = make_positional(cfg, causal)
-        self.embed_scale = math.sqrt(cfg.d_model) if cfg.pos == "sinusoidal" else 1.0  # Vaswani §3.4
+        self.embed_scale = cfg.scheme.embed_scale(cfg)  # sinusoidal: sqrt(d_model) (Vaswani §3.4)
         self.hook_embed = HookPoint()
-        if isinstance(self.pos, (Learned, Sinusoidal)):
-            self.hook_pos_embed = HookPoint()
+        for hook in cfg.scheme.stack_hooks():  # hook_pos_embed for schemes that add vectors
+            self.add_module(hook, HookPoint())
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, cross) for _ in range(cfg.n_layers))
-        # Post-norm blocks already end in a LayerNorm.
-        self.ln_final = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else nn.Identity()
+        # Post-norm blocks already end in a norm.
+        self.ln_final = make_norm(cfg) if cfg.norm == "pre" else nn.Identity()
 
     def forward(self, tok_emb: torch.Tensor, key_is_pad: torch.Tensor | None = None,
                 memory: torch.Tensor | None = None, memory_is_pad: torch.Tensor | None = None,
@@ -56,7 +58,8 @@ class Stack(nn.Module):
         mask = MaskSpec(causal=self.causal, window=self.cfg.window, n_global=self.cfg.global_tokens,
                         key_is_pad=key_is_pad, q_offset=offset)
         ctx = AttnContext(mask, self.pos.rotary(positions),
-                          self.pos.score_bias if self.pos.has_bias else None, positions, k_positions)
+                          self.pos.score_bias if self.pos.adds_bias else None, positions, k_positions,
+                          rotate=self.pos.rotate)
         memory_ctx = None
         if memory is not None or (cache is not None and cache.cross_attn is not None):
             memory_ctx = AttnContext(MaskSpec(key_is_pad=memory_is_pad, is_self=False))
@@ -142,12 +145,10 @@ class Transformer(nn.Module):
         if lo < 0 or hi >= cfg.vocab_size:
             bad = lo if lo < 0 else hi
             raise ValueError(f"token id {bad} in {what} is outside the vocabulary [0, {cfg.vocab_size})")
-        if cfg.pos == "learned" and offset + t.shape[1] > cfg.max_len:
-            raise ValueError(
-                f"{what} reaches position {offset + t.shape[1]}, but this model has learned positions "
-                f"for only {cfg.max_len}: a learned table has no vector for a longer position and "
-                "cannot extrapolate (sinusoidal, RoPE, ALiBi and T5 positions can run longer)"
-            )
+        limit = cfg.max_positions
+        if limit is not None and offset + t.shape[1] > limit:
+            raise ValueError(f"{what} reaches position {offset + t.shape[1]}, but "
+                             f"{cfg.scheme.length_limit(cfg)}")
 
     def _pads(self, tokens: torch.Tensor, padding_mask: torch.Tensor | None, causal: bool):
         """[batch, pos] True = padding, or None when nothing needs masking."""
@@ -211,56 +212,21 @@ class Transformer(nn.Module):
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
                  temperature: float = 0.0, top_k: int | None = None, use_cache: bool = True,
                  eos_id: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Extend ``prompt`` [batch, pos] by up to ``max_new_tokens`` tokens.
+        """Extend ``prompt`` [batch, pos] by up to ``max_new_tokens`` tokens -> [batch, pos + new].
 
         temperature 0 = greedy; otherwise sample from softmax(logits / temperature), restricted to
         the ``top_k`` most likely tokens when given. Encoder-decoder: pass ``src``; ``prompt`` is
-        the decoder's start (e.g. [[BOS]]). With ``use_cache`` each step feeds only the newest token.
-        """
-        cfg = self.config
-        if cfg.arch == "encoder":
-            raise ValueError("an encoder does not generate text; use a decoder or encoder-decoder model")
-        if (src is not None) != (cfg.arch == "encoder-decoder"):
-            raise ValueError("pass src= exactly when the model is an encoder-decoder")
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens={max_new_tokens!r} must be a whole number >= 0")
-        if temperature < 0 or not math.isfinite(temperature):
-            raise ValueError(f"temperature={temperature} must be >= 0 (0 = greedy)")
-        if top_k is not None and not (isinstance(top_k, int) and top_k >= 1):
-            raise ValueError(f"top_k={top_k!r} must be a whole number >= 1")
+        the decoder's start (e.g. [[BOS]]). With ``use_cache`` each step feeds only the newest
+        token. Rows that produced ``eos_id`` continue with eos_id; all done = stop
+        (``tfviz.model.decoding``)."""
         self._check_tokens(prompt, "prompt")
-        if cfg.pos == "learned" and prompt.shape[1] + max_new_tokens > cfg.max_len:
-            raise ValueError(f"prompt + new tokens = {prompt.shape[1] + max_new_tokens} exceeds the "
-                             f"learned position table ({cfg.max_len}); ask for fewer tokens")
         was_training = self.training
         self.eval()
         try:
-            inputs = (src,) if src is not None else ()
-            cache = self.new_cache() if use_cache else None
-            out, step_in = prompt, prompt
-            done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
-            for _ in range(max_new_tokens):
-                logits = self(*inputs, step_in if use_cache else out, cache=cache)[:, -1].float()
-                nxt = self._pick(logits, temperature, top_k, generator)
-                if eos_id is not None:
-                    nxt = torch.where(done, torch.full_like(nxt, eos_id), nxt)
-                    done |= nxt == eos_id
-                out = torch.cat([out, nxt[:, None]], dim=1)
-                step_in = nxt[:, None]
-                if eos_id is not None and bool(done.all()):
-                    break
+            out = prompt
+            for step in decode(self, prompt, max_new_tokens, src=src, temperature=temperature,
+                               top_k=top_k, use_cache=use_cache, eos_id=eos_id, generator=generator):
+                out = step.ids
             return out
         finally:
             self.train(was_training)
-
-    @staticmethod
-    def _pick(logits: torch.Tensor, temperature: float, top_k: int | None,
-              generator: torch.Generator | None) -> torch.Tensor:
-        if temperature == 0:
-            return logits.argmax(-1)
-        logits = logits / temperature
-        if top_k is not None and top_k < logits.shape[-1]:
-            kth = logits.topk(top_k, dim=-1).values[:, -1:]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        return torch.multinomial(probs, 1, generator=generator).squeeze(1)

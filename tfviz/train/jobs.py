@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ..config import ModelConfig
+from ..model import ModelConfig
 from .config import TrainConfig
 from .loop import Event, TrainResult, train
 from .setup import as_task

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ModelConfig
+from ..model import ModelConfig
 from .config import TrainConfig
 from .setup import longest_example, model_config_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import ModelConfig
+from ..model import ModelConfig
 
 
 def as_task(task: Any, **overrides: Any):

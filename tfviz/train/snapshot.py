@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..model.hooks import layer_template, parse_hook_name, stack_layers
 from ..recording import record
 from ..tasks.base import Example, collate
 
@@ -31,15 +32,12 @@ class AttentionSnapshot:
     tokens: list[str]
     src_tokens: list[str] | None = None
 
-    def layers(self, template: str = "blocks.{l}.attn.hook_pattern") -> np.ndarray:
+    def layers(self, template: str = layer_template("attn.hook_pattern")) -> np.ndarray:
         """Stack one per-layer name over layers -> [layer, head, q_pos, k_pos]."""
-        out, layer = [], 0
-        while template.format(l=layer) in self.patterns:
-            out.append(self.patterns[template.format(l=layer)])
-            layer += 1
-        if not out:
-            raise KeyError(f"no pattern matches {template!r}; have {sorted(self.patterns)}")
-        return np.stack(out)
+        try:
+            return stack_layers(self.patterns, template)
+        except KeyError:
+            raise KeyError(f"no pattern matches {template!r}; have {sorted(self.patterns)}") from None
 
     @property
     def nbytes(self) -> int:
@@ -107,9 +105,10 @@ def expected_tensors(meta, n_heads: int) -> dict[str, tuple[torch.dtype, tuple]]
         for name in s["names"]:
             if not is_pattern(name):
                 raise ValueError(f"snapshot {i}: {name!r} is not an attention pattern")
+            where = parse_hook_name(name)
             q = len(s["tokens"])
-            k = len(s["src_tokens"]) if "cross_attn" in name and s.get("src_tokens") is not None else q
-            if name.startswith("encoder.") and s.get("src_tokens") is not None:
+            k = len(s["src_tokens"]) if where.attention == "cross_attn" and s.get("src_tokens") is not None else q
+            if where.stack == "encoder" and s.get("src_tokens") is not None:
                 q = k = len(s["src_tokens"])
             want[f"{PREFIX}{i}.{name}"] = (torch.float16, (n_heads, q, k))
     return want

@@ -30,12 +30,14 @@ import pandas as pd
 import torch
 
 from ..analysis import pronoun_probe, score_model
+from ..analysis.cost import kv_cache_bytes
+from ..model.hooks import layer_template
 from ..recording import record
 from ..tasks import make_task
 from ..tasks.base import collate
 
-PATTERN = "blocks.{l}.attn.hook_pattern"
-CROSS = "decoder.blocks.{l}.cross_attn.hook_pattern"
+PATTERN = layer_template("attn.hook_pattern")
+CROSS = layer_template("cross_attn.hook_pattern", "decoder")
 INDUCTION_PROBE = dict(half=16, batch=32, seed=0)
 POS_FACTORS = (1, 1.5, 2, 3, 4)
 POS_TOKENS = 4096
@@ -316,7 +318,7 @@ def _lm(ckpt, task) -> dict:
     return {"sample": "lm validation and test splits (every window); KV cache of the first test "
                       f"window ({prompt.shape[1]} tokens, batch 1, float32)",
             "metrics": metrics, "heads": _label_heads(model, task),
-            "finding": {"kv_bytes_per_token_formula": 2 * c.n_layers * c.n_kv_heads * c.d_head * 4,
+            "finding": {"kv_bytes_per_token_formula": kv_cache_bytes(c.n_layers, c.n_kv_heads, c.d_head, 1),
                         "n_kv_heads": c.n_kv_heads, "n_heads": c.n_heads}}
 
 

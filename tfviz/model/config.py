@@ -1,7 +1,10 @@
 """Model configuration: a frozen, validated, versioned dataclass.
 
 Every field is checked at construction so that a bad value fails *here*, with a sentence a student
-can act on, instead of as an index error deep inside torch.
+can act on, instead of as an index error deep inside torch. The allowed positional schemes,
+normalisations and activations are the names in their registries (``positional.SCHEMES``,
+``norms.NORMS``, ``activations.ACTIVATIONS``); the positional scheme checks the rest of the
+config itself (``Positional.check_config``, e.g. RoPE's even d_head).
 """
 from __future__ import annotations
 
@@ -9,12 +12,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from .activations import ACTIVATIONS
+from .norms import NORMS
+from .positional import SCHEMES, Positional
+
 CONFIG_FORMAT_VERSION = 1
 
 ARCHS = ("decoder", "encoder", "encoder-decoder")
-POS_SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
-NORMS = ("pre", "post")
-ACTIVATIONS = ("relu", "gelu", "swiglu")
+POS_SCHEMES = tuple(SCHEMES)  # the registered positional schemes' names (for forms and flags)
+NORM_PLACEMENTS = ("pre", "post")  # where each sublayer's norm sits (blocks.Block)
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
@@ -55,6 +61,7 @@ class ModelConfig:
     max_len: int = 256
     pos: str = "learned"
     norm: str = "pre"
+    normalization: str = "layernorm"
     activation: str = "gelu"
     dropout: float = 0.0
     window: int | None = None
@@ -79,9 +86,10 @@ class ModelConfig:
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
         _check_choice("arch", self.arch, ARCHS)
-        _check_choice("pos", self.pos, POS_SCHEMES)
-        _check_choice("norm", self.norm, NORMS)
-        _check_choice("activation", self.activation, ACTIVATIONS)
+        _check_choice("pos", self.pos, tuple(SCHEMES))  # the registries as they are now
+        _check_choice("norm", self.norm, NORM_PLACEMENTS)
+        _check_choice("normalization", self.normalization, tuple(NORMS))
+        _check_choice("activation", self.activation, tuple(ACTIVATIONS))
         _check_int("vocab_size", self.vocab_size, 2, 1_000_000)
         _check_int("d_model", self.d_model, 1, 65_536)
         _check_int("n_heads", self.n_heads, 1, 1024)
@@ -102,13 +110,7 @@ class ModelConfig:
                 f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} "
                 "(1 = multi-query, n_heads = multi-head, a divisor in between = grouped-query)"
             )
-        if self.pos == "rope" and self.d_head % 2:
-            raise ValueError(
-                f"RoPE rotates pairs of dimensions, so d_head = d_model / n_heads must be even "
-                f"(it is {self.d_head})"
-            )
-        if self.pos == "sinusoidal" and self.d_model % 2:
-            raise ValueError(f"sinusoidal positions need an even d_model (it is {self.d_model})")
+        self.scheme.check_config(self)
         if self.window is not None:
             _check_int("window", self.window, 1, 1_048_576)
         for name in ("dropout",):
@@ -138,6 +140,16 @@ class ModelConfig:
     def causal(self) -> bool:
         """Whether the (self-attention of the) main stack is causal."""
         return self.arch != "encoder"
+
+    @property
+    def scheme(self) -> type[Positional]:
+        """The positional scheme's class: ask it what it can do (``tfviz.model.positional``)."""
+        return SCHEMES[self.pos]
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest sequence this model can run on (None = any length; learned: max_len)."""
+        return self.scheme.max_positions(self)
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:

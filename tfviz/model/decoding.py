@@ -1,0 +1,97 @@
+"""Generation, one token at a time: the one validation, the one sampler and the one loop behind
+``Transformer.generate`` and ``tfviz.generation.generate_with_attention``.
+
+    for step in decode(model, prompt, 20, temperature=0.8, top_k=5): ...   # step.next_ids [batch]
+
+Each step feeds the model (with a KV cache: the whole prompt first, then only the newest token),
+takes the last position's logits and picks the next token: temperature 0 = greedy (argmax);
+otherwise sample from softmax(logits / temperature), restricted to the ``top_k`` most likely tokens.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from .cache import KVCache
+
+
+def check_generation(config, n_prompt: int, n_new: int, temperature: float, top_k: int | None,
+                     has_src: bool) -> None:
+    """ValueError with a readable reason when a model with ``config`` cannot extend ``n_prompt``
+    tokens by ``n_new`` with these settings."""
+    if config.arch == "encoder":
+        raise ValueError("an encoder cannot generate: it reads the whole input at once in "
+                         "both directions (no causal mask) and was trained to fill in masked tokens, "
+                         "not to predict the next one. Pick a decoder or encoder-decoder model.")
+    if has_src != (config.arch == "encoder-decoder"):
+        raise ValueError("an encoder-decoder model needs a source text (src=)" if not has_src
+                         else "only an encoder-decoder model takes a source text (src=)")
+    if isinstance(n_new, bool) or not isinstance(n_new, int) or n_new < 0:
+        raise ValueError(f"max_new_tokens={n_new!r} (the number of new tokens) must be a whole "
+                         "number >= 0")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature={temperature} must be >= 0 (0 = always the most likely token)")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k={top_k!r} must be a whole number >= 1 (or None = no limit)")
+    limit = config.max_positions
+    if limit is not None and n_prompt + n_new > limit:
+        raise ValueError(f"prompt ({n_prompt} tokens) + {n_new} new tokens = {n_prompt + n_new} "
+                         f"positions, but {config.scheme.length_limit(config)}: ask for at most "
+                         f"{max(limit - n_prompt, 0)} new tokens or shorten the prompt")
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """logits [batch, vocab] -> next token ids [batch]: argmax when ``temperature`` is 0, else a
+    sample from softmax(logits / temperature) over the ``top_k`` most likely tokens (all if None)."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
+@dataclass
+class Step:
+    logits: torch.Tensor    # [batch, vocab] float32: the last position's logits that chose next_ids
+    next_ids: torch.Tensor  # [batch] the chosen tokens (eos_id for rows already finished)
+    ids: torch.Tensor       # [batch, pos] prompt + every token chosen so far
+    cache: KVCache | None   # the cache after this step (None without use_cache)
+    done: bool              # every row has produced eos_id: no further step follows
+
+
+def decode(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
+           temperature: float = 0.0, top_k: int | None = None, use_cache: bool = True,
+           eos_id: int | None = None, generator: torch.Generator | None = None,
+           forward: Callable[..., torch.Tensor] | None = None) -> Iterator[Step]:
+    """Yield one :class:`Step` per new token (see the module docstring), after
+    ``check_generation``. ``forward(*inputs, cache=cache) -> logits`` replaces ``model(...)``
+    (e.g. a recording forward); logits are moved to the prompt's device before sampling. The
+    caller chooses eval mode and gradients."""
+    check_generation(model.config, prompt.shape[1], max_new_tokens, temperature, top_k,
+                     src is not None)
+    forward = forward or model
+    inputs = (src,) if src is not None else ()
+    cache = model.new_cache() if use_cache else None
+    out, step_in = prompt, prompt
+    done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    for _ in range(max_new_tokens):
+        logits = forward(*inputs, step_in if use_cache else out, cache=cache)[:, -1].float()
+        logits = logits.to(prompt.device)
+        nxt = sample_next(logits, temperature, top_k, generator)
+        if eos_id is not None:
+            nxt = torch.where(done, torch.full_like(nxt, eos_id), nxt)
+            done |= nxt == eos_id
+        out = torch.cat([out, nxt[:, None]], dim=1)
+        step_in = nxt[:, None]
+        finished = eos_id is not None and bool(done.all())
+        yield Step(logits, nxt, out, cache, finished)
+        if finished:
+            return
