@@ -100,7 +100,11 @@ def test_build_configs_rejects_bad_values() -> None:
 
 
 # ------------------------------------------------------------------------------ the page
-def test_presets_fill_the_form(models_dir) -> None:
+@pytest.mark.parametrize("cuda", [False, True], ids=["no GPU", "GPU"])
+def test_presets_fill_the_form(models_dir, monkeypatch, cuda) -> None:
+    import ui.train_state
+
+    monkeypatch.setattr(ui.train_state, "cuda_available", lambda: cuda)  # either machine
     at = open_train("coref")
     assert at.selectbox(key="train_arch").value == "decoder"
     at.selectbox(key="train_task").select("translate").run()
@@ -109,7 +113,7 @@ def test_presets_fill_the_form(models_dir) -> None:
     assert at.selectbox(key="train_pos").value == pre.model["pos"]
     assert at.number_input(key="train_steps").value == pre.train.steps
     assert at.number_input(key="train_d_model").value == pre.model["d_model"]
-    assert at.selectbox(key="train_preset").options == ["quick (CPU)"]  # no CUDA here
+    assert at.selectbox(key="train_preset").options == ([CPU, GPU] if cuda else [CPU])
     assert any("No runs yet" in i.value for i in at.info)
 
 
