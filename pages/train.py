@@ -13,18 +13,20 @@ from ui.jobs import job_manager, my_jobs
 
 P = ts.P
 st.title("Train")
-f = ts.form()  # the form's values; each widget gets its own back as value= (see ui.train_state)
+f = ts.form()  # the form's values
+ts.restore()  # ... back in the widgets' state, which alone sets their values (see ui.train_state)
 left, right = st.columns([2, 3], gap="large")
 
 
 def pick(where, label: str, options, key: str, **kw):
     options = list(options)
-    return where.selectbox(label, options, index=options.index(f[key]) if f[key] in options else 0,
-                           key=P + key, **kw)
+    if st.session_state[P + key] not in options:  # e.g. an architecture the new task lacks
+        st.session_state[P + key] = options[0]
+    return where.selectbox(label, options, key=P + key, **kw)
 
 
 def number(where, label: str, lo, hi, key: str, **kw):
-    return where.number_input(label, lo, hi, f[key], key=P + key, **kw)
+    return where.number_input(label, lo, hi, key=P + key, **kw)
 
 
 with left:
@@ -43,19 +45,19 @@ with left:
         number(m1, "d_model", 2, 1024, "d_model")
         number(m2, "Layers", 1, 12, "n_layers")
         number(m1, "Heads", 1, 32, "n_heads")
-        m2.radio("Attention", ts.ATTN_KINDS, ts.ATTN_KINDS.index(f["attn_kind"]), key=P + "attn_kind",
+        m2.radio("Attention", ts.ATTN_KINDS, key=P + "attn_kind",
                  horizontal=True, help="MHA: one K/V head per query head; GQA: groups of query heads "
                                        "share a K/V head; MQA: one K/V head for all")
         number(m1, "K/V heads (GQA)", 1, 32, "n_kv_heads")
         number(m2, "Window (0 = full)", 0, 4096, "window")
-        st.checkbox("Attention only (no MLP)", f["attn_only"], key=P + "attn_only")
+        st.checkbox("Attention only (no MLP)", key=P + "attn_only")
         t1, t2 = st.columns(2)
         number(t1, "Steps", 1, 1_000_000, "steps")
         number(t2, "Batch size", 1, 4096, "batch_size")
         number(t1, "Learning rate", 0.0, 10.0, "lr", step=1e-4, format="%g")
         number(t2, "Warmup steps", 0, 1_000_000, "warmup")
         number(t1, "Seed", 0, 2**31 - 1, "seed")
-        t2.text_input("Name", f["name"], key=P + "name", max_chars=60)
+        t2.text_input("Name", key=P + "name", max_chars=60)
         if st.form_submit_button("Start training", type="primary", key=P + "start"):
             try:
                 task = ts.preset_task(pre)

@@ -117,6 +117,49 @@ def test_presets_fill_the_form(models_dir, monkeypatch, cuda) -> None:
     assert any("No runs yet" in i.value for i in at.info)
 
 
+@pytest.fixture
+def streamlit_warnings(monkeypatch):
+    """Every warning Streamlit logs while the test runs (its loggers do not propagate, so a
+    handler goes on each). Streamlit shows the widget-default warning once per process: reset."""
+    import logging
+
+    from streamlit.elements.lib import policies
+
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    seen: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "missing ScriptRunContext" not in record.getMessage():  # AppTest's own thread,
+                seen.append(f"{record.name}: {record.getMessage()}")    # not the server's
+
+    catch = Catch(logging.WARNING)
+    loggers = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)
+               if n.startswith("streamlit")]
+    for lg in loggers:
+        lg.addHandler(catch)
+    yield seen
+    for lg in loggers:
+        lg.removeHandler(catch)
+
+
+def test_changing_task_and_preset_logs_no_warning(models_dir, streamlit_warnings) -> None:
+    """Was: 'The widget with key "train_pos" was created with a default value but also had its
+    value set via the Session State API' (with a stack trace) in the teacher's terminal."""
+    at = open_train("coref")
+    for task in ("translate", "mlm", "coref", "induction"):
+        at.selectbox(key="train_task").select(task).run()
+        assert at.selectbox(key="train_pos").value == QUICK[task].model["pos"]
+        assert at.selectbox(key="train_arch").value == QUICK[task].model["arch"]
+        assert at.number_input(key="train_steps").value == QUICK[task].train.steps
+    at.switch_page("pages/home.py").run()
+    at.switch_page("pages/train.py").run()  # the form comes back as it was left
+    assert at.selectbox(key="train_task").value == "induction"
+    assert at.selectbox(key="train_pos").value == QUICK["induction"].model["pos"]
+    assert at.checkbox(key="train_attn_only").value is QUICK["induction"].model["attn_only"]
+    assert not at.exception and not streamlit_warnings, streamlit_warnings
+
+
 def test_tiny_run_trains_saves_and_opens(models_dir) -> None:
     at = open_train("induction")
     small_run(at, steps=24)
