@@ -1,0 +1,124 @@
+"""Train: pick a task and a model, start a run, watch loss and accuracy live, then replay how the
+heads learned. Runs are background jobs (ui.jobs), owned by this browser session (its id is in
+the URL, so a reload finds them again); the page only reads their snapshots."""
+import streamlit as st
+
+from tfviz import viz
+from tfviz.config import ARCHS, POS_SCHEMES
+from tfviz.tasks import TASKS
+from tfviz.train.presets import CPU_SECONDS
+from ui import train_state as ts
+from ui.figures import charts_later, show
+from ui.jobs import job_manager, my_jobs
+
+P = ts.P
+st.title("Train")
+f = ts.form()  # the form's values
+ts.restore()  # ... back in the widgets' state, which alone sets their values (see ui.train_state)
+left, right = st.columns([2, 3], gap="large")
+
+
+def pick(where, label: str, options, key: str, **kw):
+    options = list(options)
+    if st.session_state[P + key] not in options:  # e.g. an architecture the new task lacks
+        st.session_state[P + key] = options[0]
+    return where.selectbox(label, options, key=P + key, **kw)
+
+
+def number(where, label: str, lo, hi, key: str, **kw):
+    return where.number_input(label, lo, hi, key=P + key, **kw)
+
+
+with left:
+    st.subheader("New run")
+    a, b = st.columns(2)
+    pick(a, "Task", TASKS, "task", on_change=ts.apply_preset)
+    pick(b, "Preset", ts.presets_for(f["task"], ts.cuda_available()), "preset",
+         on_change=ts.apply_preset)
+    task_cls, pre = TASKS[f["task"]], ts.current_preset()
+    st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. Quick preset: about "
+               f"{CPU_SECONDS.get(pre.task, 20)} s on one CPU core.")
+    with st.form("train_form"):
+        m1, m2 = st.columns(2)
+        pick(m1, "Architecture", [x for x in ARCHS if x in task_cls.archs], "arch")
+        pick(m2, "Positions", POS_SCHEMES, "pos")
+        number(m1, "d_model", 2, 1024, "d_model")
+        number(m2, "Layers", 1, 12, "n_layers")
+        number(m1, "Heads", 1, 32, "n_heads")
+        m2.radio("Attention", ts.ATTN_KINDS, key=P + "attn_kind",
+                 horizontal=True, help="MHA: one K/V head per query head; GQA: groups of query heads "
+                                       "share a K/V head; MQA: one K/V head for all")
+        number(m1, "K/V heads (GQA)", 1, 32, "n_kv_heads")
+        number(m2, "Window (0 = full)", 0, 4096, "window")
+        st.checkbox("Attention only (no MLP)", key=P + "attn_only")
+        t1, t2 = st.columns(2)
+        number(t1, "Steps", 1, 1_000_000, "steps")
+        number(t2, "Batch size", 1, 4096, "batch_size")
+        number(t1, "Learning rate", 0.0, 10.0, "lr", step=1e-4, format="%g")
+        number(t2, "Warmup steps", 0, 1_000_000, "warmup")
+        number(t1, "Seed", 0, 2**31 - 1, "seed")
+        t2.text_input("Name", key=P + "name", max_chars=60)
+        if st.form_submit_button("Start training", type="primary", key=P + "start"):
+            try:
+                task = ts.preset_task(pre)
+                mc, tc = ts.configs_from_form(task)
+            except ValueError as e:
+                st.error(f"Not started: {e}")
+            else:
+                job_id = ts.submit(task, mc, tc, st.session_state[P + "name"])
+                st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
+    ts.remember()
+
+jobs = my_jobs()
+with right:
+    st.subheader("Your runs")
+    if not jobs:
+        st.info("No runs yet in this session: choose a task and press **Start training**.")
+        st.stop()
+    ids = [j.id for j in reversed(jobs)]
+    if st.session_state.get(P + "job") not in ids:  # a new tab, or back from another page
+        kept = st.session_state.get("_train_job")
+        st.session_state[P + "job"] = kept if kept in ids else ids[0]
+    names = {j.id: j.name for j in jobs}
+    job_id = st.selectbox("Run", ids, format_func=names.get, key=P + "job")
+    st.session_state["_train_job"] = job_id
+    job = job_manager().get(job_id)
+    polling = any(j.snapshot().active for j in jobs)
+    later = charts_later()  # a new tab: the runs list first, the charts a moment later
+
+    def live() -> None:
+        """Re-runs every second while one of this session's jobs is active; one full rerun when
+        they have all ended (so the page stops polling and shows the results)."""
+        all_jobs = my_jobs()
+        st.dataframe(ts.jobs_table(all_jobs), hide_index=True, key=P + "table",
+                     column_config={"progress": st.column_config.ProgressColumn(min_value=0, max_value=1,
+                                                                                width="small")})
+        s = job.snapshot()
+        if s.state == "queued":
+            st.info(f"**{s.name}**: {ts.status(s)} — it starts when a running job ends.")
+        else:
+            st.progress(s.step / max(s.total_steps, 1), text=f"**{s.name}**: {ts.status(s)}")
+        ts.metrics(job, s)
+        if s.active and st.button("Stop", key=P + "stop", icon=":material/stop:"):
+            job_manager().stop(job.id)
+        if s.history and not later:
+            show(viz.loss_curves(s.history, title=f"{s.name}: loss and accuracy"), P + "curves",
+                 filename=f"{s.name}-curves")
+        if polling and not any(j.snapshot().active for j in all_jobs):
+            st.rerun()
+
+    st.fragment(live, run_every=1 if polling else None)()
+
+    snap = job.snapshot()
+    if snap.state == "failed":
+        st.error(f"Training failed: {snap.error}")
+    elif snap.state in ("done", "stopped") and snap.checkpoint:
+        st.success(f"{snap.message}. Saved as **{snap.name}** (listed as *trained* in the sidebar).")
+        if st.button("Open in the Attention explorer", key=P + "open", type="primary"):
+            st.session_state["model_path"] = snap.checkpoint
+            st.switch_page("app_pages/attention.py")
+
+    if later:
+        st.caption("Loading the charts…")
+    elif not snap.active:
+        ts.replay(job, snap.name)
