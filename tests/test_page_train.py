@@ -29,7 +29,7 @@ def models_dir(tmp_path, monkeypatch):
 def open_train(task: str = "induction") -> AppTest:
     at = AppTest.from_file("../app.py", default_timeout=60)
     at.run()
-    at.switch_page("pages/train.py").run()
+    at.switch_page("app_pages/train.py").run()
     assert not at.exception, [e.value for e in at.exception]
     if at.selectbox(key="train_task").value != task:
         at.selectbox(key="train_task").select(task).run()
@@ -152,8 +152,8 @@ def test_changing_task_and_preset_logs_no_warning(models_dir, streamlit_warnings
         assert at.selectbox(key="train_pos").value == QUICK[task].model["pos"]
         assert at.selectbox(key="train_arch").value == QUICK[task].model["arch"]
         assert at.number_input(key="train_steps").value == QUICK[task].train.steps
-    at.switch_page("pages/home.py").run()
-    at.switch_page("pages/train.py").run()  # the form comes back as it was left
+    at.switch_page("app_pages/home.py").run()
+    at.switch_page("app_pages/train.py").run()  # the form comes back as it was left
     assert at.selectbox(key="train_task").value == "induction"
     assert at.selectbox(key="train_pos").value == QUICK["induction"].model["pos"]
     assert at.checkbox(key="train_attn_only").value is QUICK["induction"].model["attn_only"]

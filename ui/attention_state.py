@@ -1,4 +1,4 @@
-"""Streamlit state for the Attention explorer (pages/attention.py).
+"""Streamlit state for the Attention explorer (app_pages/attention.py).
 
 - the input panel: typed text (tokenized with the model's tokenizer, wrapped like the task's
   examples) or a task example; warnings for empty text, unknown words and over-long inputs;
