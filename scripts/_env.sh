@@ -14,6 +14,26 @@ as_root() {
     fi
 }
 
+# apt-get as root that waits for another apt/dpkg instead of failing on "Could not get lock" (a
+# shared or freshly booted machine: unattended upgrades, another install): apt's own lock timeout,
+# and a retry while a lock is still held, up to TFVIZ_APT_WAIT_S seconds (default 900).
+apt_get() {
+    local wait_s="${TFVIZ_APT_WAIT_S:-900}" log rc
+    local deadline=$((SECONDS + wait_s))
+    log="$(mktemp)"
+    while :; do
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get -o "DPkg::Lock::Timeout=$wait_s" "$@" 2>&1 \
+            | tee "$log" >&2
+        rc=${PIPESTATUS[0]}
+        if [ "$rc" -eq 0 ] || ! grep -qiE "could not get lock|unable to acquire the dpkg" "$log" \
+            || [ "$SECONDS" -ge "$deadline" ]; then
+            rm -f "$log"; return "$rc"
+        fi
+        say "apt is busy (another apt or dpkg holds its lock); waiting for it"
+        sleep "${TFVIZ_APT_RETRY_S:-5}"
+    done
+}
+
 is_py311() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
 
 find_python() {
@@ -35,8 +55,8 @@ ensure_venv() {
         local ver; ver="$("$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
         if command -v apt-get >/dev/null 2>&1; then
             say "python -m venv failed; installing python$ver-venv with apt-get"
-            as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "python$ver-venv" python3-venv \
-                || { as_root apt-get update && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "python$ver-venv"; } \
+            apt_get install -y "python$ver-venv" python3-venv \
+                || { apt_get update && apt_get install -y "python$ver-venv"; } \
                 || die "could not install python$ver-venv; install it, then run this again"
             "$py" -m venv .venv || { rm -rf .venv; die "python -m venv failed"; }
         else

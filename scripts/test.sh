@@ -17,11 +17,10 @@ install_chromium() {
         echo "not root and no sudo"; return 1
     fi
     say "Installing chromium with apt-get (for the browser tests; about a minute)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2 && return 0
+    apt_get install -y -q chromium && return 0
     say "apt-get install failed; running apt-get update and retrying"
-    as_root apt-get update -q >&2 \
-        && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2 && return 0
-    echo "apt-get install -y chromium failed"; return 1
+    apt_get update -q && apt_get install -y -q chromium && return 0
+    echo "apt-get install -y chromium failed (see apt's messages above)"; return 1
 }
 if [ ! -x "$CHROMIUM" ]; then
     if why="$(install_chromium)" && [ -x "$CHROMIUM" ]; then
@@ -37,13 +36,14 @@ if [ ! -x "$CHROMIUM" ]; then
     fi
 fi
 
-mkdir -p artifacts
+LOG="${TFVIZ_TEST_LOG:-artifacts/pytest.log}"
+mkdir -p "$(dirname "$LOG")"
 color=(); [ -t 1 ] && color=(--color=yes)
 set +e
-.venv/bin/python -m pytest "${color[@]}" "$@" 2>&1 | tee artifacts/pytest.log
+.venv/bin/python -m pytest "${color[@]}" "$@" 2>&1 | tee "$LOG"
 rc=${PIPESTATUS[0]}
 set -e
-summary="$(sed 's/\x1b\[[0-9;]*m//g' artifacts/pytest.log \
+summary="$(sed 's/\x1b\[[0-9;]*m//g' "$LOG" \
     | grep -E '(passed|failed|error|skipped|deselected|no tests ran)' | tail -n 1 | sed 's/^=* *//; s/ *=*$//')"
-say "pytest: ${summary:-no summary line (see artifacts/pytest.log)} (exit code $rc)"
+say "pytest: ${summary:-no summary line (see $LOG)} (exit code $rc)"
 exit "$rc"

@@ -27,10 +27,21 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test under tests/e2e/ gets the `e2e` marker, so `-m "not e2e"` skips the browser."""
+    """Every test under tests/e2e/ gets the `e2e` marker, so `-m "not e2e"` skips the browser.
+    A test marked `gpu` is skipped cleanly where torch sees no CUDA GPU. No other test may assume
+    a GPU is there or not: one about the CPU branch monkeypatches torch.cuda.is_available."""
+    gpu_skip = None
     for item in items:
         if E2E_DIR in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("gpu"):
+            if gpu_skip is None:
+                import torch
+
+                gpu_skip = (None if torch.cuda.is_available()
+                            else pytest.mark.skip(reason="needs a CUDA GPU (torch sees none)"))
+            if gpu_skip is not None:
+                item.add_marker(gpu_skip)
 
 
 @pytest.fixture(scope="session")

@@ -31,3 +31,31 @@ def test_describe_device_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     assert describe_device() == f"CPU ({cpu_count()} cores)"
+
+
+# ------------------------------------------------------------------------------ pages, tour
+def test_every_page_is_registered_once() -> None:
+    from ui.navigation import PAGES
+
+    root = Path(APP).parent
+    files = [p.file for p in PAGES]
+    assert sorted(files) == sorted(f"app_pages/{f.name}" for f in (root / "app_pages").glob("*.py"))
+    assert len({p.title for p in PAGES}) == len(PAGES) and PAGES[0].title == "Home"
+    assert all(p.blurb and p.icon and not p.icon.startswith(":") for p in PAGES)
+    # no folder named pages/ beside app.py: it puts Streamlit in its legacy multipage mode
+    assert not (root / "pages").exists()
+
+
+def test_guided_tour_is_the_sidebar(home: AppTest) -> None:
+    """Home's tour: one step per registered page after Home, in the sidebar's order, each a
+    link to that page (was: a 'Compare' page that does not exist, Findings/Tokens/Generate
+    missing, 'pages appear there as they are added')."""
+    from ui.navigation import PAGES
+
+    links = home.get("page_link")
+    assert [(link.proto.page, link.proto.icon) for link in links] == \
+        [(Path(p.file).stem, p.icon) for p in PAGES[1:]]  # the page's URL path and its icon
+    labels = [link.proto.label for link in links]
+    assert labels == [f"{i}. **{p.title}** — {p.blurb}" for i, p in enumerate(PAGES[1:], 1)]
+    text = " ".join(m.value for m in home.markdown) + " ".join(c.value for c in home.caption)
+    assert "Compare" not in text + " ".join(labels) and "as they are added" not in text

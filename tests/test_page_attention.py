@@ -9,29 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 import tfviz
 from tfviz.checkpoint import load_checkpoint
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "pages/attention.py"
-
-
-@pytest.fixture(autouse=True)
-def navigation_as_on_the_server(monkeypatch):
-    """AppTest resets ``PagesManager.uses_pages_directory`` before every run; with a ``pages/``
-    folder next to app.py, a run after ``switch_page`` then executes the page file alone
-    (Streamlit's v1 multipage emulation) and app.py — hence the sidebar model picker — never
-    runs. A real server clears the flag at app.py's first ``st.navigation``; do the same."""
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        PagesManager.uses_pages_directory = False
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(PagesManager, "__init__", init)
+PAGE = "app_pages/attention.py"
 
 
 def open_page(path, **state) -> AppTest:

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 import tfviz
@@ -22,20 +21,8 @@ from tfviz.checkpoint import save_checkpoint
 from ui import cost_state
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "pages/cost.py"
+PAGE = "app_pages/cost.py"
 TINY = dict(cost_max_n=512, cost_repeats=1, cost_threads=1, cost_window=32)  # n = 256, 512
-
-
-@pytest.fixture(autouse=True)
-def navigation_as_on_the_server(monkeypatch):
-    """As in test_page_attention: let app.py's st.navigation run after switch_page."""
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        PagesManager.uses_pages_directory = False
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(PagesManager, "__init__", init)
 
 
 @pytest.fixture
@@ -190,7 +177,7 @@ def test_measure_at_tiny_sizes_figures_hold_the_measurements(tiny_zoo, no_refere
     np.testing.assert_allclose(bars["with KV cache"], speed[speed["cache"]]["tokens_per_s"])
 
     # results survive a trip to another page: nothing is measured again
-    at.switch_page("pages/home.py").run()
+    at.switch_page("app_pages/home.py").run()
     at.switch_page(PAGE).run()
     assert not at.exception
     assert at.session_state[cost_state.RESULT_KEY]["machine"] == result["machine"]

@@ -18,7 +18,7 @@ from tfviz.checkpoint import load_checkpoint
 from tfviz.zoo import DEFAULT_DIR, read_cards
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "pages/findings.py"
+PAGE = "app_pages/findings.py"
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ def open_generate(path) -> AppTest:
     at = AppTest.from_file("../app.py", default_timeout=60)
     at.session_state["model_path"] = str(path)
     at.run()
-    at.switch_page("pages/generate.py").run()
+    at.switch_page("app_pages/generate.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -16,7 +16,7 @@ from tfviz.checkpoint import load_checkpoint
 from tfviz.model.masks import (causal_mask, global_tokens_mask, padding_mask, sliding_window_mask)
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "pages/masks.py"
+PAGE = "app_pages/masks.py"
 
 
 def open_page(path: Path) -> AppTest:

@@ -21,7 +21,7 @@ from tfviz.tasks import make_task
 from tfviz.viz.tiles import tile
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "pages/positional.py"
+PAGE = "app_pages/positional.py"
 
 
 def open_page(path: Path, section: str | None = None) -> AppTest:

@@ -16,7 +16,7 @@ from tfviz.tokenize import compare_tokenizers
 from tfviz.viz import nearest_neighbours_frame
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "pages/tokens.py"
+PAGE = "app_pages/tokens.py"
 COLS = ["kind", "count", "vocab_size", "unknowns"]
 
 

@@ -29,7 +29,7 @@ def models_dir(tmp_path, monkeypatch):
 def open_train(task: str = "induction") -> AppTest:
     at = AppTest.from_file("../app.py", default_timeout=60)
     at.run()
-    at.switch_page("pages/train.py").run()
+    at.switch_page("app_pages/train.py").run()
     assert not at.exception, [e.value for e in at.exception]
     if at.selectbox(key="train_task").value != task:
         at.selectbox(key="train_task").select(task).run()
@@ -100,7 +100,11 @@ def test_build_configs_rejects_bad_values() -> None:
 
 
 # ------------------------------------------------------------------------------ the page
-def test_presets_fill_the_form(models_dir) -> None:
+@pytest.mark.parametrize("cuda", [False, True], ids=["no GPU", "GPU"])
+def test_presets_fill_the_form(models_dir, monkeypatch, cuda) -> None:
+    import ui.train_state
+
+    monkeypatch.setattr(ui.train_state, "cuda_available", lambda: cuda)  # either machine
     at = open_train("coref")
     assert at.selectbox(key="train_arch").value == "decoder"
     at.selectbox(key="train_task").select("translate").run()
@@ -109,8 +113,51 @@ def test_presets_fill_the_form(models_dir) -> None:
     assert at.selectbox(key="train_pos").value == pre.model["pos"]
     assert at.number_input(key="train_steps").value == pre.train.steps
     assert at.number_input(key="train_d_model").value == pre.model["d_model"]
-    assert at.selectbox(key="train_preset").options == ["quick (CPU)"]  # no CUDA here
+    assert at.selectbox(key="train_preset").options == ([CPU, GPU] if cuda else [CPU])
     assert any("No runs yet" in i.value for i in at.info)
+
+
+@pytest.fixture
+def streamlit_warnings(monkeypatch):
+    """Every warning Streamlit logs while the test runs (its loggers do not propagate, so a
+    handler goes on each). Streamlit shows the widget-default warning once per process: reset."""
+    import logging
+
+    from streamlit.elements.lib import policies
+
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    seen: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "missing ScriptRunContext" not in record.getMessage():  # AppTest's own thread,
+                seen.append(f"{record.name}: {record.getMessage()}")    # not the server's
+
+    catch = Catch(logging.WARNING)
+    loggers = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)
+               if n.startswith("streamlit")]
+    for lg in loggers:
+        lg.addHandler(catch)
+    yield seen
+    for lg in loggers:
+        lg.removeHandler(catch)
+
+
+def test_changing_task_and_preset_logs_no_warning(models_dir, streamlit_warnings) -> None:
+    """Was: 'The widget with key "train_pos" was created with a default value but also had its
+    value set via the Session State API' (with a stack trace) in the teacher's terminal."""
+    at = open_train("coref")
+    for task in ("translate", "mlm", "coref", "induction"):
+        at.selectbox(key="train_task").select(task).run()
+        assert at.selectbox(key="train_pos").value == QUICK[task].model["pos"]
+        assert at.selectbox(key="train_arch").value == QUICK[task].model["arch"]
+        assert at.number_input(key="train_steps").value == QUICK[task].train.steps
+    at.switch_page("app_pages/home.py").run()
+    at.switch_page("app_pages/train.py").run()  # the form comes back as it was left
+    assert at.selectbox(key="train_task").value == "induction"
+    assert at.selectbox(key="train_pos").value == QUICK["induction"].model["pos"]
+    assert at.checkbox(key="train_attn_only").value is QUICK["induction"].model["attn_only"]
+    assert not at.exception and not streamlit_warnings, streamlit_warnings
 
 
 def test_tiny_run_trains_saves_and_opens(models_dir) -> None:

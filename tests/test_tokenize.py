@@ -1,12 +1,13 @@
 """Tokenizers: special ids, lossless round-trips, offsets, JSON, validation, speed."""
 import json
+import re
 import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import models
+from tokenizers import models, pre_tokenizers
 
 from tfviz.tasks import make_task
 from tfviz.tasks.coref import MISSION
@@ -49,29 +50,75 @@ def test_empty_text(toks, kind):
     assert enc.ids == [2, 3] and enc.tokens == ["[BOS]", "[EOS]"] and enc.offsets == [(0, 0), (0, 0)]
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.text(max_size=60))
+# Texts that hold special-token literals on purpose ("ab[MASK]c", "[PAD]", "[PA[PAD]D]"), the one
+# rule of tfviz.tokenize: a literal is that special token when encoding, and decodes back to it.
+SPECIAL_LITERAL = re.compile("|".join(map(re.escape, SPECIAL_TOKENS)))
+TEXTS = st.lists(st.one_of(st.text(max_size=12), st.sampled_from(SPECIAL_TOKENS),
+                           st.sampled_from(["[", "]", "[PA", "D]", "MASK"])), max_size=8).map("".join)
+
+
+def check_specials(tok, text: str, enc) -> None:
+    """Every special id comes from its literal in the text (its offsets are the literal's span;
+    so no [UNK] but a typed one), and skip_special=True leaves exactly the literals out."""
+    literals = SPECIAL_LITERAL.findall(text)
+    assert [enc.tokens[i] for i, x in enumerate(enc.ids) if x in tok.special_ids] == literals
+    for t, x, (s, e) in zip(enc.tokens, enc.ids, enc.offsets):
+        if x in tok.special_ids:
+            assert text[s:e] == t == SPECIAL_TOKENS[x]
+    if tok.kind != "word":
+        assert tok.decode(enc.ids, skip_special=True) == SPECIAL_LITERAL.sub("", text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS)
 def test_char_roundtrip_lossless(text):
     tok = train_tokenizer("char", [text, "abc"])
     enc = tok.encode(text)
     assert tok.decode(enc.ids) == text
     assert "".join(enc.tokens) == text
     assert all(text[s:e] == t for t, (s, e) in zip(enc.tokens, enc.offsets))
+    check_specials(tok, text, enc)
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.text(max_size=60))
+@settings(max_examples=60, deadline=None)
+@given(TEXTS)
 def test_bpe_roundtrip_lossless_on_any_text(toks, text):
     enc = toks["bpe"].encode(text)
-    assert toks["bpe"].unk_id not in enc.ids  # byte-level: nothing is unknown
-    # Lossless, special tokens included: typed "[PAD]" / "[MASK]" become those special tokens
-    # (documented), which the default decode skips.
-    assert toks["bpe"].decode(enc.ids, skip_special=False) == text
-    if not any(sp in text for sp in ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[MASK]", "[SEP]", "[CLS]")):
-        assert toks["bpe"].decode(enc.ids) == text
+    assert toks["bpe"].decode(enc.ids) == text  # byte-level: nothing is unknown (check_specials)
     for t, (s, e) in zip(enc.tokens, enc.offsets):
         if "\ufffd" not in t:  # whole characters: the display string is the source span
             assert text[s:e] == t
+    check_specials(toks["bpe"], text, enc)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS)
+def test_word_roundtrip_up_to_whitespace(text):
+    tok = train_tokenizer("word", [text, "abc"])
+    enc = tok.encode(text)
+    assert "".join(tok.decode(enc.ids).split()) == "".join(text.split())
+    check_specials(tok, text, enc)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(["cat", "sat", "mat", *SPECIAL_TOKENS]), max_size=10))
+def test_task_vocab_tokenizer_reads_and_writes_special_literals(words):
+    tok = vocab_tokenizer(["cat", "sat", "mat"])
+    text = " ".join(words)
+    enc = tok.encode(text)
+    assert enc.tokens == words and tok.decode(enc.ids) == text
+    check_specials(tok, text, enc)
+
+
+def test_special_literal_rule_survives_json():
+    """A tokenizer loaded from a file whose specials were plain vocabulary entries follows the rule."""
+    plain = HFTokenizer(models.WordLevel(vocab={t: i for i, t in enumerate([*SPECIAL_TOKENS, "a"])},
+                                         unk_token="[UNK]"))
+    plain.pre_tokenizer = pre_tokenizers.Whitespace()
+    data = {"format": "tfviz-tokenizer", "version": 1, "kind": "word", "lowercase": False,
+            "tokenizer": json.loads(plain.to_str())}
+    tok = Tokenizer.from_json(json.dumps(data))
+    assert tok.encode("a[MASK]a").ids == [7, 4, 7] and tok.decode([7, 4, 7]) == "a [MASK] a"
 
 
 def test_bpe_offsets_and_display(toks):
@@ -106,8 +153,8 @@ def test_word_unknowns(toks):
 def test_bos_eos(toks):
     enc = toks["char"].encode("fox", add_bos=True, add_eos=True)
     assert enc.ids[0] == 2 and enc.ids[-1] == 3 and enc.offsets[-1] == (3, 3)
-    assert toks["char"].decode(enc.ids) == "fox"
-    assert "[BOS]" in toks["char"].decode(enc.ids, skip_special=False)
+    assert toks["char"].decode(enc.ids) == "[BOS]fox[EOS]"  # every id, as encode reads it back
+    assert toks["char"].decode(enc.ids, skip_special=True) == "fox"
 
 
 @pytest.mark.parametrize("name", ["char", "word", "bpe", "word_lower"])

@@ -2,8 +2,9 @@
 
     kind   model                 pre-tokenizer                         decode(encode(x)) == x ?
     char   WordLevel over chars  Split("", isolated): every character  yes, if every char is in vocab
-    word   WordLevel over words  Whitespace: \\w+ | [^\\w\\s]+            tokens joined by one space
-    bpe    BPE (Sennrich 2016)   ByteLevel (GPT-2): bytes, never [UNK]  yes (byte-level)
+    word   WordLevel over words  Whitespace: \\w+ | [^\\w\\s]+            up to whitespace (tokens joined
+                                                                       by one space), if every word is in vocab
+    bpe    BPE (Sennrich 2016)   ByteLevel (GPT-2): bytes, never [UNK]  yes, for any text
 
 Every tokenizer has the same special tokens at fixed ids (checked on load):
     [PAD]=0 [UNK]=1 [BOS]=2 [EOS]=3 [MASK]=4 [SEP]=5 [CLS]=6
@@ -14,12 +15,19 @@ token's bytes decoded as UTF-8 (GPT-2's 'Ġ' becomes a real leading space ' '; a
 part of a multi-byte character shows as '\\ufffd'). ``Encoding.offsets`` are (start, end) character
 offsets into the Python string, so ``text[start:end]`` is the token's source span; byte-level pieces
 of one multi-byte character share that character's span. Added [BOS]/[EOS] get the empty spans
-(0, 0) and (len(text), len(text)). A literal special-token string in the text ("[MASK]") is read as
-that special token (so users can type [MASK]); ``decode`` drops specials unless skip_special=False.
+(0, 0) and (len(text), len(text)).
+
+Special-token literals, one rule for every kind: **a special token's literal in text is that
+special token, both ways.** ``encode`` reads "[MASK]" typed in a text as the [MASK] id (the Masks
+and MLM views rely on typing [MASK]; its offsets are the literal's span), and ``decode`` writes
+every special id back as its literal, so the round trip above holds for texts that contain
+"[PAD]", "[MASK]", … too. ``decode(ids, skip_special=True)`` leaves the special ids out: for ids
+that carry markers nobody typed (an added [BOS], padding) when only the words are wanted.
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -28,6 +36,7 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[MASK]", "[SEP]", "[CLS]")
 KINDS = ("char", "word", "bpe")
+SPECIAL_LITERAL = re.compile("|".join(map(re.escape, SPECIAL_TOKENS)))
 FORMAT = "tfviz-tokenizer"
 BPE_MIN_VOCAB = len(SPECIAL_TOKENS) + 256  # specials + the 256 byte symbols
 
@@ -52,6 +61,9 @@ class Tokenizer:
             got = backend.token_to_id(tok)
             if got != want:
                 raise ValueError(f"special token {tok} must have id {want}, found {got}")
+        # The module's rule (a literal "[MASK]" in text is the [MASK] token), for every backend,
+        # also one loaded from a file: specials are matched in the raw text before anything else.
+        backend.add_special_tokens(list(SPECIAL_TOKENS))  # no new ids: they are in the vocab
         self.backend = backend
         self.kind = kind
         self.lowercase = lowercase
@@ -111,7 +123,9 @@ class Tokenizer:
         """Just the ids (fast path for dataset generation)."""
         return list(self.backend.encode(text, add_special_tokens=False).ids)
 
-    def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
+    def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
+        """Ids -> text, special ids as their literals ("[MASK]"), the inverse of ``encode``;
+        ``skip_special=True`` leaves them out."""
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special)
 
     # -- serialisation ---------------------------------------------------------------------
@@ -185,7 +199,9 @@ def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int | None = No
         extra = {} if vocab_size is None else {"vocab_size": vocab_size}
         trainer = trainers.WordLevelTrainer(special_tokens=specials, min_frequency=min_frequency,
                                             show_progress=False, **extra)
-    backend.train_from_iterator(texts, trainer)
+    # Trained as it will be read: a special literal in a text is its special token, not text, so
+    # the pieces around it are trained on their own ("it:[MASK]" teaches ":" as it is read, alone).
+    backend.train_from_iterator((p for t in texts for p in SPECIAL_LITERAL.split(t) if p), trainer)
     return Tokenizer(backend, kind, lowercase)
 
 

@@ -1,4 +1,4 @@
-"""Streamlit state for the Attention explorer (pages/attention.py).
+"""Streamlit state for the Attention explorer (app_pages/attention.py).
 
 - the input panel: typed text (tokenized with the model's tokenizer, wrapped like the task's
   examples) or a task example; warnings for empty text, unknown words and over-long inputs;
@@ -152,7 +152,7 @@ def _default_text(loaded, examples) -> tuple[str, str]:
     if examples:
         e = examples[0][1]
         if e.src is not None:
-            return e.meta.get("target") or tok.decode(e.tokens), e.text
+            return e.meta.get("target") or tok.decode(e.tokens, skip_special=True), e.text
         return e.text, ""
     return "the cat sat on the mat .", "the cat sat on the mat ."
 

@@ -20,6 +20,32 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-").lower() or "figure"
 
 
+_CHARTS_DRAWN = "_charts_drawn"  # session state: this browser tab has drawn a Plotly chart
+
+
+def charts_later() -> bool:
+    """True when this run should leave its charts out: the browser tab has not drawn a Plotly
+    chart yet. A new tab loads Plotly's 4.7 MB script, and every element of the page waits for
+    it as a grey skeleton (measured, reopening /train: the script run ended after 1 s, the runs
+    list appeared after 9–15 s on a loaded 2-core machine; 3–4 s without the charts). So such a
+    run draws everything else, and the browser asks for the charts about a second later (a
+    fragment tick): a page's widgets never wait on Plotly. Later runs of the tab draw charts
+    at once."""
+    ss = st.session_state
+    if ss.get(_CHARTS_DRAWN):
+        return False
+
+    def ask_for_charts() -> None:
+        ss["_charts_ticks"] = ss.get("_charts_ticks", 0) + 1
+        if ss["_charts_ticks"] > 1:  # not the run that drew the page: a tick from the browser
+            ss[_CHARTS_DRAWN] = True
+            ss.pop("_charts_ticks")
+            st.rerun(scope="app")
+
+    st.fragment(ask_for_charts, run_every=1)()
+    return True
+
+
 def show(fig, key: str, *, data=None, filename: str | None = None, on_select=None):
     """Render ``fig`` with tfviz's own theme (``theme=None``), a PNG button in the modebar, and a
     CSV download of ``data`` (a DataFrame; default: the figure's own data in long form).
@@ -33,6 +59,7 @@ def show(fig, key: str, *, data=None, filename: str | None = None, on_select=Non
     if on_select is not None:
         kwargs["on_select"] = on_select
     event = st.plotly_chart(fig, **kwargs)
+    st.session_state[_CHARTS_DRAWN] = True
     frame = figure_data(fig) if data is None else data
     st.download_button("Download data (CSV)", frame.to_csv(index=False).encode(), f"{name}.csv",
                        "text/csv", key=f"{key}-csv", icon=":material/download:")

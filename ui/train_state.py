@@ -58,10 +58,19 @@ def preset_values(task: str, label: str = CPU) -> dict:
 
 
 def form(default_task: str = "coref") -> dict:
-    """The form's values. They live outside widget state (which Streamlit drops while you are on
-    another page) and come back as the widgets' ``value=`` / ``index=``: a widget re-created with
-    its value as the default is one the browser always shows and sends back correctly."""
+    """The form's values, kept outside widget state: Streamlit drops a widget's state while you
+    are on another page, so ``restore`` puts them back before the widgets are drawn."""
     return st.session_state.setdefault("_train_form", preset_values(default_task))
+
+
+def restore() -> None:
+    """Before the widgets are drawn: each widget's state from the form's values, where Streamlit
+    dropped it. The widgets take their value from session state alone (no ``value=``/``index=``),
+    so a preset can set them (``apply_preset``) without a default competing with it."""
+    ss, f = st.session_state, form()
+    for k in FORM_KEYS:
+        if P + k not in ss:
+            ss[P + k] = f[k]
 
 
 def current_preset():
@@ -70,8 +79,8 @@ def current_preset():
 
 
 def apply_preset() -> None:
-    """on_change of task / preset: every other field from the preset. The mounted widgets get
-    the new values through session state (a callback may set them, before the rerun)."""
+    """on_change of task / preset: every other field from the preset (a callback runs before the
+    rerun, so the widgets are drawn with the new values)."""
     ss = st.session_state
     values = preset_values(ss[P + "task"], ss.get(P + "preset", CPU))
     form().update(values)

@@ -68,7 +68,9 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def streamlit_server(tiny_zoo) -> Iterator[Server]:
+def streamlit_server(browser, tiny_zoo) -> Iterator[Server]:
+    # `browser` first: without Chromium the browser tests skip (or fail in CI) at once, before
+    # the tiny zoo is trained and the server started for nothing.
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
     log = ARTIFACTS / "streamlit-server.log"

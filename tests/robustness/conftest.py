@@ -2,7 +2,7 @@
 
 - ``classroom``: a private TFVIZ_CHECKPOINT_DIR holding copies of two tiny models, so uploads,
   trained models and published models of these tests never show up in other tests' pickers.
-- ``app(page, model=…)``: an AppTest of app.py switched to ``pages/<page>.py``.
+- ``app(page, model=…)``: an AppTest of app.py switched to ``app_pages/<page>.py``.
 Helpers (problems, messages, session_files, hostile files) live in robust_helpers.py.
 """
 from __future__ import annotations
@@ -12,23 +12,9 @@ from pathlib import Path
 
 import pytest
 from robust_helpers import problems
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
-
-
-@pytest.fixture(autouse=True)
-def navigation_as_on_the_server(monkeypatch):
-    """As in tests/test_page_attention.py: AppTest would otherwise run a switched-to page alone
-    (v1 multipage emulation), without app.py's navigation and the sidebar model picker."""
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        PagesManager.uses_pages_directory = False
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(PagesManager, "__init__", init)
 
 
 @pytest.fixture
@@ -54,7 +40,7 @@ def app():
             at.session_state[k] = v
         at.run()
         if page is not None:
-            at.switch_page(f"pages/{page}.py").run()
+            at.switch_page(f"app_pages/{page}.py").run()
         assert not problems(at), problems(at)
         return at
 

@@ -81,15 +81,6 @@ def text_widget(at: AppTest, label: str):
 @pytest.fixture(scope="module")
 def views(tiny_zoo):
     """view name -> a started AppTest on that page (built on first use)."""
-    from streamlit.runtime.pages_manager import PagesManager
-
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):  # as the autouse fixture, for this module-scoped AppTest
-        PagesManager.uses_pages_directory = False
-        original(self, *args, **kwargs)
-
-    PagesManager.__init__ = init
     cache: dict[str, AppTest] = {}
 
     def get(view: str) -> AppTest:
@@ -98,7 +89,7 @@ def views(tiny_zoo):
             at = AppTest.from_file("../../app.py", default_timeout=90)
             at.session_state["model_path"] = str(tiny_zoo[model])
             at.run()
-            at.switch_page(f"pages/{page}.py").run()
+            at.switch_page(f"app_pages/{page}.py").run()
             if view == "positional":
                 at.radio(key="pos_section").set_value("RoPE").run()
             if view == "attention":
@@ -108,8 +99,7 @@ def views(tiny_zoo):
             cache[view] = at
         return cache[view]
 
-    yield get
-    PagesManager.__init__ = original
+    return get
 
 
 @pytest.mark.parametrize("view, case", list(CASES), ids=[f"{v}-{c}" for v, c in CASES])

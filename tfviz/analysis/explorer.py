@@ -1,6 +1,6 @@
 """The Attention explorer's arrays: text -> token ids, a recording -> what each view needs.
 
-UI-free (the page in ``pages/attention.py`` is the only caller that knows Streamlit). Recordings
+UI-free (the page in ``app_pages/attention.py`` is the only caller that knows Streamlit). Recordings
 are handled as plain ``{name: np.ndarray}`` dicts with the recorded shapes (README's table), so
 they can be cached and downloaded as they are.
 

@@ -8,23 +8,25 @@ from tfviz.model.config import ARCHS, POS_SCHEMES
 from tfviz.tasks import TASKS
 from tfviz.train.presets import CPU_SECONDS
 from ui import train_state as ts
-from ui.figures import show
+from ui.figures import charts_later, show
 from ui.jobs import job_manager, my_jobs
 
 P = ts.P
 st.title("Train")
-f = ts.form()  # the form's values; each widget gets its own back as value= (see ui.train_state)
+f = ts.form()  # the form's values
+ts.restore()  # ... back in the widgets' state, which alone sets their values (see ui.train_state)
 left, right = st.columns([2, 3], gap="large")
 
 
 def pick(where, label: str, options, key: str, **kw):
     options = list(options)
-    return where.selectbox(label, options, index=options.index(f[key]) if f[key] in options else 0,
-                           key=P + key, **kw)
+    if st.session_state[P + key] not in options:  # e.g. an architecture the new task lacks
+        st.session_state[P + key] = options[0]
+    return where.selectbox(label, options, key=P + key, **kw)
 
 
 def number(where, label: str, lo, hi, key: str, **kw):
-    return where.number_input(label, lo, hi, f[key], key=P + key, **kw)
+    return where.number_input(label, lo, hi, key=P + key, **kw)
 
 
 with left:
@@ -43,19 +45,19 @@ with left:
         number(m1, "d_model", 2, 1024, "d_model")
         number(m2, "Layers", 1, 12, "n_layers")
         number(m1, "Heads", 1, 32, "n_heads")
-        m2.radio("Attention", ts.ATTN_KINDS, ts.ATTN_KINDS.index(f["attn_kind"]), key=P + "attn_kind",
+        m2.radio("Attention", ts.ATTN_KINDS, key=P + "attn_kind",
                  horizontal=True, help="MHA: one K/V head per query head; GQA: groups of query heads "
                                        "share a K/V head; MQA: one K/V head for all")
         number(m1, "K/V heads (GQA)", 1, 32, "n_kv_heads")
         number(m2, "Window (0 = full)", 0, 4096, "window")
-        st.checkbox("Attention only (no MLP)", f["attn_only"], key=P + "attn_only")
+        st.checkbox("Attention only (no MLP)", key=P + "attn_only")
         t1, t2 = st.columns(2)
         number(t1, "Steps", 1, 1_000_000, "steps")
         number(t2, "Batch size", 1, 4096, "batch_size")
         number(t1, "Learning rate", 0.0, 10.0, "lr", step=1e-4, format="%g")
         number(t2, "Warmup steps", 0, 1_000_000, "warmup")
         number(t1, "Seed", 0, 2**31 - 1, "seed")
-        t2.text_input("Name", f["name"], key=P + "name", max_chars=60)
+        t2.text_input("Name", key=P + "name", max_chars=60)
         if st.form_submit_button("Start training", type="primary", key=P + "start"):
             try:
                 task = ts.preset_task(pre)
@@ -74,13 +76,15 @@ with right:
         st.info("No runs yet in this session: choose a task and press **Start training**.")
         st.stop()
     ids = [j.id for j in reversed(jobs)]
-    chosen = st.session_state.get("_train_job")
-    chosen = chosen if chosen in ids else ids[0]
+    if st.session_state.get(P + "job") not in ids:  # a new tab, or back from another page
+        kept = st.session_state.get("_train_job")
+        st.session_state[P + "job"] = kept if kept in ids else ids[0]
     names = {j.id: j.name for j in jobs}
-    job_id = st.selectbox("Run", ids, ids.index(chosen), format_func=names.get, key=P + "job")
+    job_id = st.selectbox("Run", ids, format_func=names.get, key=P + "job")
     st.session_state["_train_job"] = job_id
     job = job_manager().get(job_id)
     polling = any(j.snapshot().active for j in jobs)
+    later = charts_later()  # a new tab: the runs list first, the charts a moment later
 
     def live() -> None:
         """Re-runs every second while one of this session's jobs is active; one full rerun when
@@ -97,7 +101,7 @@ with right:
         ts.metrics(job, s)
         if s.active and st.button("Stop", key=P + "stop", icon=":material/stop:"):
             job_manager().stop(job.id)
-        if s.history:
+        if s.history and not later:
             show(viz.loss_curves(s.history, title=f"{s.name}: loss and accuracy"), P + "curves",
                  filename=f"{s.name}-curves")
         if polling and not any(j.snapshot().active for j in all_jobs):
@@ -112,7 +116,9 @@ with right:
         st.success(f"{snap.message}. Saved as **{snap.name}** (listed as *trained* in the sidebar).")
         if st.button("Open in the Attention explorer", key=P + "open", type="primary"):
             st.session_state["model_path"] = snap.checkpoint
-            st.switch_page("pages/attention.py")
+            st.switch_page("app_pages/attention.py")
 
-    if not snap.active:
+    if later:
+        st.caption("Loading the charts…")
+    elif not snap.active:
         ts.replay(job, snap.name)

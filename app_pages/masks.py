@@ -60,7 +60,7 @@ if len(src) > MAX_TOKENS:
 stack, dec = "", []
 if encdec:
     stack = st.radio("Attention of", ["encoder", "decoder"], horizontal=True, key="mask_stack")
-    tgt = st.text_input("Decoder input (after [BOS])", tok.decode(probe.tokens) if probe else "",
+    tgt = st.text_input("Decoder input (after [BOS])", tok.decode(probe.tokens, skip_special=True) if probe else "",
                         key="mask_tgt")
     dec = [tok.bos_id] + tok.encode(tgt).ids[:MAX_TOKENS]
 causal = cfg.causal and stack != "encoder"

@@ -135,6 +135,6 @@ elif section == SECTIONS[4]:
         show(paired_bars(lm["model"], lm["kv_bytes_per_token"], lm["val_loss"],
                          left_name="KV cache bytes / token", right_name="validation loss",
                          title="MHA vs GQA vs MQA (card)"), key="find_lm_bars", data=lm)
-    st.page_link("pages/cost.py", label="Time and memory vs sequence length (O(n²) vs a sliding "
+    st.page_link("app_pages/cost.py", label="Time and memory vs sequence length (O(n²) vs a sliding "
                  "window) are measured on the Cost page", icon="⏱️")
     st.caption(f"Seed: {zf.SEEDS['cost']}")
