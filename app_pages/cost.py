@@ -7,7 +7,7 @@ from tfviz.bench.attention import analytic_frame, ratio_table
 from tfviz.viz.cost import kv_cache_figure, memory_figure, time_figure
 from tfviz.viz.cost_extra import analytic_figure, compact, speed_figure
 from ui import cost_state as cs
-from ui.common import cpu_count
+from tfviz.device import cpu_count
 from ui.figures import show
 from ui.models import current_model
 

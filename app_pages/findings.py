@@ -10,9 +10,10 @@ import streamlit as st
 
 from tfviz.viz import cross_attention_alignment, extrapolation_curves, pronoun_probe, pronoun_probe_frame
 from tfviz.viz.findings_extra import head_score_bars, paired_bars
+from tfviz.paths import zoo_dir
 from tfviz.zoo import findings as zf
-from tfviz.zoo.build import read_cards
-from tfviz.zoo.measure import task_of
+from tfviz.zoo.cards import read_cards
+from tfviz.zoo.measure import extrapolation
 from ui.figures import show
 from ui.models import ModelRef, load_model
 
@@ -39,7 +40,7 @@ st.title("Findings")
 st.caption("Each result below was measured on models tfviz trained itself (`python -m tfviz.zoo "
            "build`, CPU, fixed seeds). **card** = measured at build time; **live** = recomputed "
            "now from the same checkpoint.")
-folder = zf.zoo_dir()
+folder = zoo_dir()
 cards = _cards(str(folder), tuple(sorted((p.name, p.stat().st_mtime_ns)
                                          for p in Path(folder).glob("*.safetensors"))))
 if not cards:
@@ -57,7 +58,7 @@ if section == SECTIONS[0] and (m := zoo("coref")):
                         format_func={"query": "final (sees the whole sentence)",
                                      "pronoun": "in the sentence"}.get)
     with m.lock:
-        d = zf.mission_weights(m.model, task_of(m.ckpt), sentence, position)
+        d = zf.mission_weights(m.model, m.ckpt.shared_task(), sentence, position)
     live = zf.strongest_heads(d)
     show(pronoun_probe(d["weights"], d["tokens"], d["candidates"], pronoun_index=d["q_pos"],
                        title=f"Where does '{d['tokens'][d['q_pos']]}' look? (live)"),
@@ -102,7 +103,7 @@ elif section == SECTIONS[2]:
         with st.spinner("Evaluating every scheme at every length…"), contextlib.ExitStack() as locks:
             for x in sorted(models, key=lambda x: x.ref.path):
                 locks.enter_context(x.lock)
-            df, where = zf.extrapolation([(Path(x.ref.path).stem, x.ckpt) for x in models], L), "live"
+            df, where = extrapolation([(Path(x.ref.path).stem, x.ckpt) for x in models], L), "live"
     show(extrapolation_curves(df, L, title=f"Loss vs evaluation length ({where})"),
          key="find_pos_curves", data=df)
     order = zf.positional_ordering(df, L)
@@ -114,7 +115,7 @@ elif section == SECTIONS[3] and (m := zoo("translate")):
     n_layers, n_heads = m.config.n_layers, m.config.n_heads
     best = cards["translate"]["finding"]["best_head"]
     c1, c2, c3 = st.columns(3)
-    task = task_of(m.ckpt)
+    task = m.ckpt.shared_task()
     index = c1.number_input("Test sentence", 0, len(task.examples("test")) - 1, 0, key="find_tr_index")
     layer = c2.selectbox("Layer", range(n_layers), index=best["layer"], key="find_tr_layer")
     head = c3.selectbox("Head", [-1, *range(n_heads)], index=1 + best["head"], key="find_tr_head",

@@ -29,7 +29,7 @@ if cfg.arch == "encoder":
 @st.cache_data(max_entries=8, show_spinner=False)
 def defaults(path: str, mtime: float) -> tuple[str, str | None]:
     try:
-        return g.default_inputs(loaded.ckpt.build_task(), tok)
+        return g.default_inputs(loaded.ckpt.shared_task(), tok)
     except Exception:  # noqa: BLE001 - a checkpoint without a usable task spec: plain defaults
         return "[BOS]", ("" if cfg.arch == "encoder-decoder" else None)
 

@@ -20,7 +20,7 @@ MAX_TOKENS = 40
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _probe(path: str, mtime: int, _ckpt):
     try:
-        return _ckpt.build_task().probe()
+        return _ckpt.shared_task().probe()
     except Exception:  # no task recorded, or it no longer builds: no default text
         return None
 

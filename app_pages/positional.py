@@ -8,11 +8,12 @@ import streamlit as st
 import torch
 
 import tfviz
-from tfviz.analysis.positional import (comparable, demo_vector, extrapolation_table, read_card,
-                                       scheme_tables, stack_tables, train_length)
+from tfviz.analysis.positional import (comparable, demo_vector, extrapolation_table, scheme_tables,
+                                       stack_tables, train_length)
 from tfviz.analysis.rope import rope_freqs, rope_score_grid
 from tfviz.model import hook_name
 from tfviz.model.positional import SCHEMES as POSITIONAL
+from tfviz.train.checkpoint import read_metadata
 from tfviz.viz import (alibi_bias, extrapolation_curves, pe_matrix, pe_waves, position_similarity,
                        rope_frequencies, rope_relative_scores, rope_rotation_animation,
                        similarity_vs_distance, t5_bias, t5_buckets)
@@ -24,11 +25,6 @@ SCHEMES = {name: POSITIONAL[name].label for name in ("sinusoidal", "learned", "r
 SECTIONS = [*SCHEMES.values(), "Compare schemes"]
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _task(path: str, mtime: int, _ckpt):
-    return _ckpt.build_task()
-
-
 @st.cache_data(max_entries=32, show_spinner=False)
 def _rotation(q_pair: tuple, freq: float, n_pos: int, k_pair: tuple, n: int, pair: int, title: str):
     """The RoPE animation (48 frames take a while to build: cached per input)."""
@@ -36,13 +32,9 @@ def _rotation(q_pair: tuple, freq: float, n_pos: int, k_pair: tuple, n: int, pai
                                    pair_index=pair, title=title)
 
 
-def _mtime(lm) -> int:
-    return lm.ckpt.path.stat().st_mtime_ns if lm.ckpt.path.exists() else 0
-
-
 def _probe_text(lm) -> str:
     try:
-        task = _task(lm.ref.path, _mtime(lm), lm.ckpt)
+        task = lm.ckpt.shared_task()
         return task.probe().text or ""
     except Exception:  # a checkpoint without (or with an unbuildable) task: no default text
         return ""
@@ -199,7 +191,7 @@ else:  # Compare schemes
     cards = {}
     for path in refs:
         with contextlib.suppress(ValueError):
-            cards[path] = read_card(path)
+            cards[path] = read_metadata(path)
     options, family = comparable(cards, lm.ref.path if lm is not None else None)
     if not family:
         st.info("No checkpoints marked as the positional family yet (the shipped model zoo adds "
@@ -220,7 +212,7 @@ else:  # Compare schemes
         with st.spinner("Evaluating each model at each length…"), contextlib.ExitStack() as locks:
             for m in sorted(loaded, key=lambda m: m.ref.path):
                 locks.enter_context(m.lock)  # the models are shared with other sessions
-            L = train_length(_task(loaded[0].ref.path, _mtime(loaded[0]), loaded[0].ckpt))
+            L = train_length(loaded[0].ckpt.shared_task())
             lengths = sorted({max(4, L // 2)} | {f * L for f in (1, 2, 4, 8) if f <= factor})
             try:
                 df = extrapolation_table([(labels[m.ref.path], m.ckpt) for m in loaded], lengths)

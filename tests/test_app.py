@@ -26,7 +26,7 @@ def test_home_shows_title_and_device_banner(home: AppTest) -> None:
 def test_describe_device_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from ui.common import cpu_count, describe_device
+    from tfviz.device import cpu_count, describe_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)

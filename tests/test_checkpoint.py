@@ -11,8 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import tfviz.checkpoint as ckpt
-from tfviz.checkpoint import CheckpointError, TrainState, load_checkpoint, save_checkpoint
+import tfviz.train.checkpoint as ckpt
+from tfviz import storage
+from tfviz.train.checkpoint import CheckpointError, TrainState, load_checkpoint, save_checkpoint
 from tfviz import ModelConfig
 from tfviz.model import Transformer
 from tfviz.tasks import make_task
@@ -159,7 +160,7 @@ def test_crash_mid_save_keeps_previous_checkpoint(saved, task, monkeypatch):
         f.write(data[: len(data) // 2])
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr(ckpt, "_write_all", crash)
+    monkeypatch.setattr(storage, "_write_all", crash)
     with pytest.raises(OSError, match="simulated"):
         save_checkpoint(path, tiny_model(task, seed=5), task=task)
     assert torch.equal(logits(load_checkpoint(path).model, task), before)

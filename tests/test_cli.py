@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tfviz.checkpoint import load_checkpoint
+from tfviz.train.checkpoint import load_checkpoint
 from tfviz.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

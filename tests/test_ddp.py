@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tfviz.checkpoint import load_checkpoint
+from tfviz.train.checkpoint import load_checkpoint
 from tfviz.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

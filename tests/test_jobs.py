@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from tfviz.checkpoint import load_checkpoint
+from tfviz.train.checkpoint import load_checkpoint
 from tfviz.tasks import make_task
 from tfviz.train import JobManager, TrainConfig
 from tfviz.train.setup import model_config_for

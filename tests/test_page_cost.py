@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 import tfviz
 from tfviz.bench.attention import analytic_frame
-from tfviz.checkpoint import save_checkpoint
+from tfviz.train.checkpoint import save_checkpoint
 from ui import cost_state
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -27,7 +27,7 @@ TINY = dict(cost_max_n=512, cost_repeats=1, cost_threads=1, cost_window=32)  # n
 
 @pytest.fixture
 def no_reference(monkeypatch, tmp_path):
-    monkeypatch.setattr(cost_state, "REFERENCE_DIR", tmp_path / "none")
+    monkeypatch.setattr(cost_state, "bench_dir", lambda: tmp_path / "none")
 
 
 def open_page(**state) -> AppTest:
@@ -112,7 +112,7 @@ def test_reference_csv_is_shown_and_labelled(tiny_zoo, monkeypatch, tmp_path):
     (tmp_path / "attention_cpu.json").write_text(json.dumps(dict(
         device="cpu", name="Test CPU 3000", threads=2, load_average=0.5,
         measured_at="2025-01-02T03:04:05+00:00", command="python -m tfviz.bench attention --n 1024 2048")))
-    monkeypatch.setattr(cost_state, "REFERENCE_DIR", tmp_path)
+    monkeypatch.setattr(cost_state, "bench_dir", lambda: tmp_path)
     at = open_page()
     info = " ".join(i.value for i in at.info)
     assert "reference" in info and "Test CPU 3000" in info and "2025-01-02 03:04:05 UTC" in info

@@ -14,8 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 import tfviz
 from tfviz.analysis import score_model
-from tfviz.checkpoint import load_checkpoint
-from tfviz.zoo import DEFAULT_DIR, read_cards
+from tfviz.train.checkpoint import load_checkpoint
+from tfviz.paths import SHIPPED as DEFAULT_DIR
+from tfviz.zoo import read_cards
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGE = "app_pages/findings.py"

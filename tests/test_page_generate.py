@@ -11,7 +11,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import tfviz
-from tfviz.checkpoint import load_checkpoint
+from tfviz.train.checkpoint import load_checkpoint
 from tfviz.analysis.cost import kv_cache_bytes
 from tfviz.generation import default_inputs, encode_text, generate_with_attention, pattern_names
 from tfviz.viz.generate_extra import generated_tokens_html, kv_cache_growth

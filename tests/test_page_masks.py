@@ -12,7 +12,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import tfviz
-from tfviz.checkpoint import load_checkpoint
+from tfviz.train.checkpoint import load_checkpoint
 from tfviz.model.masks import (causal_mask, global_tokens_mask, padding_mask, sliding_window_mask)
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

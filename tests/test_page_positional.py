@@ -14,9 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 import tfviz
 from tfviz.analysis.positional import (comparable, extrapolation_table, not_possible, packed_batch,
-                                       read_card, scheme_tables, train_length)
+                                       scheme_tables, train_length)
 from tfviz.analysis.rope import rope_score_grid
-from tfviz.checkpoint import load_checkpoint, save_checkpoint
+from tfviz.train.checkpoint import load_checkpoint, read_metadata, save_checkpoint
 from tfviz.tasks import make_task
 from tfviz.viz.tiles import tile
 
@@ -214,7 +214,7 @@ def test_compare_page_with_the_family(family, monkeypatch) -> None:
 
 
 def test_compare_without_family_offers_same_task_models(tiny_zoo) -> None:
-    cards = {p: read_card(p) for p in map(str, tiny_zoo.values())}
+    cards = {p: read_metadata(p) for p in map(str, tiny_zoo.values())}
     options, is_family = comparable(cards, str(tiny_zoo["tiny-coref"]))
     assert not is_family and options == [str(tiny_zoo["tiny-coref"])]
     at = open_page(tiny_zoo["tiny-coref"], "Compare schemes")

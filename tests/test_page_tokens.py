@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tfviz.analysis.embeddings import MAX_CHARS, SHOW_CHARS, clean_text, default_corpus
-from tfviz.checkpoint import load_checkpoint
+from tfviz.train.checkpoint import load_checkpoint
 from tfviz.tokenize import compare_tokenizers
 from tfviz.viz import nearest_neighbours_frame
 

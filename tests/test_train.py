@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import tfviz.train.loop as loop
-from tfviz.checkpoint import load_checkpoint
+from tfviz.train.checkpoint import load_checkpoint
 from tfviz.model import Transformer
 from tfviz.tasks import make_task
 from tfviz.train import TrainConfig, lr_at, train
-from tfviz.train.device import resolve_device
+from tfviz.device import resolve_device
 from tfviz.train.optim import param_groups
 from tfviz.train.setup import model_config_for
 
@@ -207,7 +207,7 @@ def test_stop_flag_stops_at_a_step(tmp_path):
 
 
 def test_resume_needs_a_train_state(tmp_path):
-    from tfviz.checkpoint import save_checkpoint
+    from tfviz.train.checkpoint import save_checkpoint
     task = copy_task()
     model = build(task)
     ck = load_checkpoint(save_checkpoint(tmp_path / "plain", model, task=task))

@@ -13,7 +13,8 @@ import torch
 
 from tfviz import load_checkpoint
 from tfviz.tasks import make_task
-from tfviz.zoo import DEFAULT_DIR, SPECS, build, compare, measure, read_cards
+from tfviz.paths import SHIPPED as DEFAULT_DIR
+from tfviz.zoo import SPECS, build, compare, measure, read_cards
 from tfviz.zoo import findings as zf
 from tfviz.zoo.__main__ import main as zoo_main
 

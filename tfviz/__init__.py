@@ -1,12 +1,11 @@
 """tfviz: an instrumented transformer you can train, record and look inside."""
-from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .model import HOOK_SHAPES, KVCache, ModelConfig, Transformer
 from .recording import Recording, positional_tables, record
 # The training function stays tfviz.train.train: binding a top-level name "train" would shadow
 # the tfviz.train package itself (and break `import tfviz.train.loop`).
 from .train import JobManager, TrainConfig, TrainResult
-
-__version__ = "0.1.0"
+from .train.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from .version import __version__
 
 __all__ = ["HOOK_SHAPES", "Checkpoint", "CheckpointError", "JobManager", "KVCache", "ModelConfig",
            "Recording", "TrainConfig", "TrainResult", "Transformer", "load_checkpoint",

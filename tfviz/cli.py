@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
 
-import torch
+from .device import cpu_count
+from .publish import publish
+from .tasks import TASKS
+from .train import TrainConfig, train
+from .train.checkpoint import CheckpointError, load_checkpoint
+from .train.distributed import init_distributed, shutdown_distributed
+from .train.setup import as_task, model_config_for, new_model
 
 MODEL_FLAGS = {  # flag -> (ModelConfig field, type)
     "arch": ("arch", str), "pos": ("pos", str), "layers": ("n_layers", int), "heads": ("n_heads", int),
@@ -96,12 +101,6 @@ class Progress:
 
 
 def _train(args, parser: argparse.ArgumentParser) -> int:
-    from .checkpoint import load_checkpoint
-    from .model import Transformer
-    from .train import TrainConfig, train
-    from .train.device import init_distributed, shutdown_distributed
-    from .train.setup import as_task, model_config_for
-
     given = {f: getattr(args, f) for f in TRAIN_FLAGS if getattr(args, f) is not None}
     if args.bf16 is not None:
         given["bf16"] = args.bf16
@@ -109,7 +108,7 @@ def _train(args, parser: argparse.ArgumentParser) -> int:
     # Small models gain little from many threads and lose a lot when threads outnumber free
     # cores (measured: 10x slower with 2 threads on a busy 2-core machine): default to
     # (cores - 1) / processes, at most 4.
-    given["num_threads"] = args.threads or max(1, min(4, ((os.cpu_count() or 2) - 1) // d.world))
+    given["num_threads"] = args.threads or max(1, min(4, (cpu_count() - 1) // d.world))
     resume = None
     try:
         if args.resume:
@@ -124,7 +123,6 @@ def _train(args, parser: argparse.ArgumentParser) -> int:
             if len(task_args) != len(args.task_arg):
                 parser.error("--task-arg takes KEY=VALUE")
             task_args = {k: _value(v) for k, v in task_args.items()}
-            from .tasks import TASKS
             if args.arch and args.task in TASKS and "arch" in TASKS[args.task].defaults:
                 task_args.setdefault("arch", args.arch)
             task = as_task(args.task, **task_args)
@@ -136,8 +134,7 @@ def _train(args, parser: argparse.ArgumentParser) -> int:
             steps = given.get("steps", TrainConfig.steps)
             given.setdefault("warmup", min(TrainConfig.warmup, steps // 10))
             cfg = TrainConfig(**given)
-            torch.manual_seed(cfg.seed)
-            model = Transformer(mcfg)
+            model = new_model(mcfg, cfg.seed)
             out = args.out
     except ValueError as e:
         shutdown_distributed()
@@ -179,7 +176,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":
         return _train(args, parser)
     if args.command == "info":
-        from .checkpoint import CheckpointError, load_checkpoint
         try:
             print(load_checkpoint(args.path).card())
         except CheckpointError as e:
@@ -187,14 +183,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if args.command == "publish":
-        from .publish import publish
         try:
             print(f"published: {publish(args.path, args.dir, name=args.name)}")
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
         return 0
-    from .tasks import TASKS
     for name, cls in TASKS.items():
         print(f"{name:10} {', '.join(cls.archs):28} {cls.metric}")
     return 0

@@ -17,14 +17,11 @@ import re
 import uuid
 from pathlib import Path
 
-from .checkpoint import DEFAULT_MAX_BYTES, SUFFIX, CheckpointError, atomic_write, load_checkpoint
+from .paths import published_dir
+from .storage import DEFAULT_MAX_BYTES, SUFFIX, CheckpointError, atomic_write
+from .train.checkpoint import load_checkpoint
 
-__all__ = ["publish", "unpublish", "published", "safe_stem", "default_dir"]
-
-
-def default_dir() -> Path:
-    """``$TFVIZ_CHECKPOINT_DIR/published`` (the app's folder), else ``checkpoints/published``."""
-    return Path(os.environ.get("TFVIZ_CHECKPOINT_DIR") or "checkpoints") / "published"
+__all__ = ["publish", "unpublish", "published", "safe_stem"]
 
 
 def safe_stem(name: str) -> str:
@@ -59,7 +56,7 @@ def publish(src: str | os.PathLike, dest_dir: str | os.PathLike | None = None, *
     returns the existing path. Raises ``CheckpointError`` (a ``ValueError``) with the reason when
     ``src`` is not a valid tfviz checkpoint; nothing is written then."""
     src = Path(src)
-    folder = Path(dest_dir) if dest_dir is not None else default_dir()
+    folder = Path(dest_dir) if dest_dir is not None else published_dir()
     if not src.is_file():
         raise CheckpointError(f"{src}: no such checkpoint file")
     size = src.stat().st_size
@@ -88,7 +85,7 @@ def publish(src: str | os.PathLike, dest_dir: str | os.PathLike | None = None, *
 
 def unpublish(path_or_name: str | os.PathLike, dest_dir: str | os.PathLike | None = None) -> bool:
     """Remove a published checkpoint (by name or path; only inside ``dest_dir``). False if absent."""
-    folder = (Path(dest_dir) if dest_dir is not None else default_dir()).resolve()
+    folder = (Path(dest_dir) if dest_dir is not None else published_dir()).resolve()
     given = Path(path_or_name)
     if given.suffix == SUFFIX and given.resolve().parent == folder:
         target = given.resolve()
@@ -106,5 +103,5 @@ def unpublish(path_or_name: str | os.PathLike, dest_dir: str | os.PathLike | Non
 
 def published(dest_dir: str | os.PathLike | None = None) -> list[Path]:
     """The published checkpoints, by name."""
-    folder = Path(dest_dir) if dest_dir is not None else default_dir()
+    folder = Path(dest_dir) if dest_dir is not None else published_dir()
     return sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []

@@ -70,18 +70,15 @@ def task_name(loaded) -> str | None:
     return (loaded.ckpt.task or {}).get("name")
 
 
-@st.cache_resource(max_entries=8, show_spinner="Building the task's examples…")
-def _task(path: str, mtime: int, _loaded):
+def task_of(loaded):
+    """The model's task (shared by the whole server), or None when it has none or it no longer builds."""
     try:
-        task = _loaded.ckpt.build_task()
-        task.examples("validation")  # generate now, once per server
+        with st.spinner("Building the task's examples…"):
+            task = loaded.ckpt.shared_task()
+            task.examples("validation")  # generate now, once per server
         return task
     except Exception:  # noqa: BLE001  (no task, or one this version cannot rebuild)
         return None
-
-
-def task_of(loaded):
-    return _task(loaded.ref.path, _mtime(loaded), loaded)
 
 
 def examples_of(loaded) -> list[tuple[str, object]]:
@@ -119,7 +116,7 @@ def recorded(loaded, inputs: tuple) -> dict[str, np.ndarray] | None:
 @st.cache_data(max_entries=24, show_spinner="Scoring every head…")
 def _head_table(path: str, mtime: int, site_label: str, _loaded):
     site = next(s for s in explorer.sites(_loaded.config) if s.label == site_label)
-    task = _task(path, mtime, _loaded)
+    task = task_of(_loaded)
     with _loaded.lock:  # score_model runs the shared model: hold its lock like LoadedModel.record
         return explorer.head_table(_loaded.model, task, site)
 

@@ -16,11 +16,9 @@ from typing import Callable
 
 import streamlit as st
 
-from ui.common import cpu_count
+from tfviz.paths import bench_dir
 from ui.models import available_models, load_model
 
-ROOT = Path(__file__).resolve().parent.parent
-REFERENCE_DIR = ROOT / "docs" / "bench"
 KV_ZOO = {"MHA": "lm", "GQA": "lm-gqa", "MQA": "lm-mqa"}  # kind -> shipped checkpoint stem
 HEADS, D_HEAD, BATCH, MIN_N = 4, 64, 1, 256
 KV_PROMPT, KV_SPEED_TOKENS = 16, 128
@@ -40,9 +38,9 @@ def bench_lock() -> threading.Lock:
 
 @st.cache_resource(show_spinner=False)
 def _device() -> str:
-    import torch
+    from tfviz.device import default_device
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return default_device()
 
 
 def device() -> str:
@@ -52,6 +50,8 @@ def device() -> str:
 def default_threads() -> int:
     """All cores, or 1 when the machine is already busy (load average >= cores): OpenMP threads
     waiting for a descheduled sibling make every kernel many times slower than one thread."""
+    from tfviz.device import cpu_count
+
     cores = cpu_count()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return 1 if load >= cores else cores
@@ -129,7 +129,7 @@ def reference(dev: str):
     """(DataFrame, metadata) of ``docs/bench/attention_<device>.csv`` (else the other device's),
     or None. The metadata says where, when and with which command it was measured."""
     for name in (dev, "cpu" if dev == "cuda" else "cuda"):
-        path = REFERENCE_DIR / f"attention_{name}.csv"
+        path = bench_dir() / f"attention_{name}.csv"
         if path.is_file():
             try:
                 return _read_reference(str(path), path.stat().st_mtime_ns)

@@ -15,12 +15,13 @@ from .models import session_dir, session_id
 
 @st.cache_resource
 def job_manager():
+    from tfviz.device import cpu_count
     from tfviz.train.jobs import JobManager
 
     # At most K trainings at once (the rest queue); torch uses all but one core, so the
     # web server always has a core to answer with.
     k = int(os.environ.get("TFVIZ_MAX_JOBS", "2"))
-    cores = os.cpu_count() or 2
+    cores = cpu_count()
     return JobManager(max_concurrent=k, torch_threads=max(1, cores - 1))
 
 

@@ -24,18 +24,20 @@ from pathlib import Path
 
 import streamlit as st
 
-ROOT = Path(__file__).resolve().parent.parent
 MAX_UPLOAD_MB = 50  # per file; .streamlit/config.toml's server.maxUploadSize says the same
 MAX_SESSION_UPLOAD_MB = int(os.environ.get("TFVIZ_SESSION_UPLOAD_MB", "200"))  # per session
 
 
-def shipped_dir() -> Path:
-    """checkpoints/ (tests point TFVIZ_CHECKPOINT_DIR at a folder of tiny models instead)."""
-    return Path(os.environ.get("TFVIZ_CHECKPOINT_DIR") or ROOT / "checkpoints")
+def _paths():
+    """tfviz.paths, imported on first use: importing tfviz loads torch (seconds), which the first
+    page view should not wait for before it can show a spinner."""
+    from tfviz import paths
+
+    return paths
 
 
 def published_dir() -> Path:
-    return shipped_dir() / "published"
+    return _paths().published_dir()
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class ModelRef:
 @dataclass
 class LoadedModel:
     ref: ModelRef
-    ckpt: object  # tfviz.checkpoint.Checkpoint
+    ckpt: object  # tfviz.train.checkpoint.Checkpoint
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property
@@ -91,7 +93,7 @@ def session_id() -> str:
 
 
 def session_dir() -> Path:
-    return shipped_dir() / "user" / session_id()  # git-ignored
+    return _paths().sessions_dir() / session_id()
 
 
 # ------------------------------------------------------------------------------ discovery
@@ -103,14 +105,14 @@ def _scan(folder: Path, source: str) -> list[ModelRef]:
 
 
 def available_models() -> list[ModelRef]:
-    refs = _scan(shipped_dir(), "shipped") + _scan(published_dir(), "published")
+    refs = _scan(_paths().checkpoint_dir(), "shipped") + _scan(published_dir(), "published")
     refs += _scan(session_dir() / "trained", "trained") + _scan(session_dir() / "uploaded", "uploaded")
     return refs
 
 
 @st.cache_resource(max_entries=24, show_spinner="Loading model…")
 def _load(path: str, mtime_ns: int, source: str) -> LoadedModel:
-    from tfviz.checkpoint import load_checkpoint
+    from tfviz.train.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(path)
     ckpt.model.eval()
@@ -138,7 +140,7 @@ def save_upload(name: str, data: bytes) -> ModelRef:
     rejects zips, truncation, lying headers, shapes/dtypes off the config, NaN/inf, future
     versions), and only a valid file is renamed into place (a new name, never over another
     upload). Anything wrong: ``ValueError`` with the reason, and nothing is kept."""
-    from tfviz.checkpoint import load_checkpoint
+    from tfviz.train.checkpoint import load_checkpoint
     from tfviz.publish import safe_stem
 
     shown = Path(str(name)).name[:80] or "the file"

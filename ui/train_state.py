@@ -3,7 +3,6 @@ into configs, naming runs, and describing a job's progress. The training itself 
 ``tfviz.train.jobs`` threads that never touch Streamlit; everything here only reads snapshots."""
 from __future__ import annotations
 
-import json
 import re
 import time
 
@@ -20,24 +19,19 @@ TRAIN_KEYS = ("steps", "batch_size", "lr", "warmup", "seed")
 ATTN_KINDS = ("MHA", "GQA", "MQA")
 
 
-@st.cache_resource(max_entries=16, show_spinner="Generating the task's examples…")
-def cached_task(name: str, params_json: str = "{}"):
-    """One task per (name, params) for the server: built once, read-only afterwards, so jobs of
-    several students share it safely."""
-    from tfviz.tasks import make_task
-
-    return make_task(name, **json.loads(params_json))
-
-
 @st.cache_resource
 def cuda_available() -> bool:
-    import torch
+    from tfviz.device import cuda_available
 
-    return torch.cuda.is_available()
+    return cuda_available()
 
 
 def preset_task(pre):
-    return cached_task(pre.task, json.dumps(pre.task_params, sort_keys=True))
+    """The preset's task, shared by the server (built once, read-only: jobs may share it)."""
+    from tfviz.tasks import cached_task
+
+    with st.spinner("Generating the task's examples…"):
+        return cached_task({"name": pre.task, **pre.task_params})
 
 
 FORM_KEYS = ("task", "preset", "arch", "pos", "d_model", "n_layers", "n_heads", "attn_kind",
@@ -141,7 +135,7 @@ def last(history: list[dict], key: str):
 
 
 def device_of(job) -> str:
-    from tfviz.train.device import device_label, resolve_device
+    from tfviz.device import device_label, resolve_device
 
     try:
         return device_label(resolve_device(job.spec["train_config"].device))

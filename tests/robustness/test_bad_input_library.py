@@ -11,7 +11,7 @@ import torch
 from tfviz import ModelConfig, Transformer
 from tfviz.analysis.embeddings import clean_text
 from tfviz.analysis.masks_demo import MaskChoice, effective_mask
-from tfviz.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from tfviz.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from tfviz.generation import MAX_POSITIONS, encode_text, generate_with_attention
 from tfviz.model.masks import causal_mask, sliding_window_mask
 from tfviz.tasks import make_task

@@ -57,8 +57,8 @@ def test_session_quota_and_unexpected_errors(good, session, monkeypatch):
     def explode(*a, **k):  # anything a file might trigger inside the loader is a rejection too
         raise RuntimeError("unexpected failure inside the loader")
 
-    import tfviz.checkpoint
-    monkeypatch.setattr(tfviz.checkpoint, "load_checkpoint", explode)
+    import tfviz.train.checkpoint
+    monkeypatch.setattr(tfviz.train.checkpoint, "load_checkpoint", explode)
     with pytest.raises(ValueError, match="not a usable tfviz checkpoint .RuntimeError"):
         models.save_upload("c.safetensors", good)
     assert [p.name for p in files_under(session)] == ["a.safetensors"]

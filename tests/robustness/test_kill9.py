@@ -95,7 +95,7 @@ def writer(path: str, start: int, conn, stop_at: tuple[int, str] | None) -> None
     """Child: save versions start, start + 1, … to ``path`` until killed, reporting every stage.
     The hooks wrap only what an atomic write must do (open a temp file, write, fsync, rename):
     they work whatever the library's internal names are."""
-    from tfviz.checkpoint import save_checkpoint
+    from tfviz.train.checkpoint import save_checkpoint
 
     torch.set_num_threads(1)
     report = _Reporter(conn, stop_at)
@@ -140,13 +140,13 @@ def _plan(rng: random.Random) -> list[tuple[int, str] | None]:
 
 
 def test_kill_minus_9_during_writes_always_leaves_a_whole_checkpoint(tmp_path):
-    from tfviz.checkpoint import load_checkpoint, save_checkpoint
+    from tfviz.train.checkpoint import load_checkpoint, save_checkpoint
     from ui.models import _scan
 
     path = tmp_path / "run.safetensors"
     save_checkpoint(path, _model(0), extra={"version": 0}, sidecar=False)
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "tfviz.checkpoint", "tfviz.model", __name__])
+    ctx.set_forkserver_preload(["torch", "tfviz.train.checkpoint", "tfviz.model", __name__])
     rng = random.Random(1234)
     seen, stages_hit, temps_left, t_start = 0, set(), 0, time.perf_counter()
     for aim in _plan(rng):

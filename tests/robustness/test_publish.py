@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from robust_helpers import Canary, messages, problems
 
-from tfviz.checkpoint import CheckpointError, load_checkpoint
+from tfviz.train.checkpoint import CheckpointError, load_checkpoint
 from tfviz.cli import main
 from tfviz.publish import publish, published, safe_stem, unpublish
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tasks import make_task
+from ..tokenize import KINDS, train_tokenizer
+
 MAX_CHARS = 20_000
 SHOW_CHARS = 3_000  # coloured spans are drawn for this much text (HTML grows ~100 bytes a token)
 CORPUS_SENTENCES = 5_000
@@ -42,8 +45,6 @@ def train_tokenizers(corpus_texts, bpe_vocab_size: int = 400, lowercase: bool = 
     """char, word and bpe tokenizers trained on ``corpus_texts`` exactly as
     ``tfviz.tokenize.compare_tokenizers`` trains them (kind -> Tokenizer): train once, then
     ``tokenize_all`` each new text without retraining."""
-    from ..tokenize import KINDS, train_tokenizer
-
     corpus = list(corpus_texts)
     return {kind: train_tokenizer(kind, corpus, bpe_vocab_size if kind == "bpe" else None, lowercase)
             for kind in KINDS}
@@ -64,8 +65,6 @@ def tokenize_all(text: str, tokenizers: dict) -> list[dict]:
 
 def default_corpus(n_sentences: int = CORPUS_SENTENCES, seed: int = 0) -> str:
     """The built-in corpus: the lm task's generated grammar sentences, joined by spaces."""
-    from ..tasks import make_task
-
     return make_task("lm", n_sentences=n_sentences, seed=seed).corpus_text()
 
 

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.hooks import hook_name, stack_layers
+from ..recording import record
+from ..tasks.base import collate
+from ..tasks.coref import CATEGORIES
+from .heads import head_scores, score_model
 
 ATTN_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_pos_bias",
               "hook_attn_scores", "hook_pattern", "hook_z")
@@ -210,10 +214,6 @@ def head_table(model, task, site: Site, *, n_examples: int = 64):
     Decoder / encoder models: ``tfviz.analysis.score_model`` (induction probe + task examples).
     Encoder-decoder: the self-attention patterns of ``n_examples`` validation examples through
     ``head_scores`` (cross-attention has no self-attention scores: ValueError)."""
-    from ..recording import record
-    from ..tasks.base import collate
-    from .heads import head_scores, score_model
-
     cfg = model.config
     if cfg.arch != "encoder-decoder":
         df = score_model(model, task, n_examples=n_examples)
@@ -252,7 +252,6 @@ def probe_candidates(tokens: Sequence[str], meta: Mapping | None = None,
     if meta and meta.get("candidate_mentions"):
         return {str(tokens[m[0]]).strip(): [int(i) for i in m] for m in meta["candidate_mentions"]}
     if nouns is None:
-        from ..tasks.coref import CATEGORIES
         nouns = [n for ns, _, _ in CATEGORIES.values() for n in ns]
     words = [str(t).strip().lower() for t in tokens]
     found = [w for w in dict.fromkeys(words) if w in set(nouns)]

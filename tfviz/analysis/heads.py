@@ -46,10 +46,11 @@ import torch
 from ..model.hooks import layer_template
 from ..model.masks import MaskSpec
 from ..recording import Recording, record
+from ..tasks.base import collate
 from ..tokenize import SPECIAL_TOKENS
 
 PATTERN = layer_template("attn.hook_pattern")
-BOS_ID = 2  # [BOS] in every tfviz tokenizer
+BOS_ID = SPECIAL_TOKENS.index("[BOS]")  # 2 in every tfviz tokenizer
 N_SPECIAL = len(SPECIAL_TOKENS)  # ids 0..6 are [PAD] [UNK] [BOS] [EOS] [MASK] [SEP] [CLS]
 
 PATTERN_SCORES = ("prev_token", "prev_token_top", "first_token", "self_token", "local",
@@ -421,8 +422,6 @@ def score_model(model, task=None, *, half: int = 16, batch: int = 8, seed: int =
       the antecedent scores.
     ``df.attrs["inputs"]`` says which input each score came from. Encoder-decoder models: score
     ``rec.stack_layers("decoder.blocks.{l}.attn.hook_pattern")`` with ``head_scores``."""
-    from ..tasks.base import collate
-
     cfg = model.config
     if cfg.arch == "encoder-decoder":
         raise ValueError("score_model scores single-stack models; for an encoder-decoder pass "

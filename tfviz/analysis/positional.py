@@ -10,10 +10,7 @@ alone (no embeddings, no blocks), so they are the exact numbers a model with tha
 """
 from __future__ import annotations
 
-import json
 import math
-import struct
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -58,31 +55,7 @@ def demo_vector(d_head: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(d_head, generator=g, dtype=torch.float64)
 
 
-# ------------------------------------------------------------------------ checkpoint cards
-def read_card(path: str | Path) -> dict:
-    """The JSON metadata of a checkpoint (model_config, task, extra, tokenizer …) read from the
-    safetensors header alone — no tensor data, no model built. Raises ValueError if unreadable."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-            (n,) = struct.unpack("<Q", head)
-            if not 2 <= n <= 64 * 2**20:
-                raise ValueError("not a safetensors header")
-            meta = json.loads(f.read(n)).get("__metadata__") or {}
-    except (OSError, struct.error, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
-        raise ValueError(f"{Path(path).name}: unreadable checkpoint header ({e})") from None
-    card = {}
-    for key, value in meta.items():
-        if key == "tokenizer":
-            card[key] = value
-            continue
-        try:
-            card[key] = json.loads(value)
-        except (TypeError, ValueError):
-            card[key] = value
-    return card
-
-
+# ------------------------------------------------------------------------ checkpoint metadata
 def is_positional_family(card: dict) -> bool:
     extra = card.get("extra")
     return isinstance(extra, dict) and extra.get("family") == "positional"
@@ -96,7 +69,7 @@ def same_task(card_a: dict, card_b: dict) -> bool:
 
 
 def comparable(cards: dict, selected: str | None = None) -> tuple[list, bool]:
-    """Which checkpoints to compare, from ``cards`` (key -> ``read_card``): those of the positional
+    """Which checkpoints to compare, from ``cards`` (key -> ``tfviz.train.checkpoint.read_metadata``): those of the positional
     family (``extra["family"] == "positional"``) if any, else single-stack ones trained on the
     same task as ``selected``. Returns (keys, found_family). Encoder-decoders are left out."""
     single = [k for k, c in cards.items()
@@ -183,16 +156,12 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
     if not lengths or lengths[0] < 2:
         raise ValueError("give evaluation lengths of at least 2 tokens")
     rows = []
-    tasks: dict[str, object] = {}
     for name, ckpt in checkpoints:
         cfg = ckpt.config
         if cfg.arch == "encoder-decoder":
             raise ValueError(f"{name}: extrapolation is measured on single-stack models "
                              "(decoder or encoder), not encoder-decoder")
-        key = json.dumps(ckpt.task, sort_keys=True)
-        if key not in tasks:
-            tasks[key] = ckpt.build_task()
-        task = tasks[key]
+        task = ckpt.shared_task()
         for length in lengths:
             if cfg.max_positions is not None and length > cfg.max_positions:
                 rows.append((name, cfg.pos, length, math.nan, 0, not_possible(cfg)))
@@ -207,5 +176,5 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
 
 
 __all__ = ["FORMULA_SCHEMES", "comparable", "demo_vector", "not_possible",
-           "extrapolation_table", "is_positional_family", "packed_batch", "read_card",
+           "extrapolation_table", "is_positional_family", "packed_batch",
            "same_task", "scheme_tables", "sequence_loss", "stack_tables", "train_length"]

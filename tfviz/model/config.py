@@ -9,7 +9,7 @@ config itself (``Positional.check_config``, e.g. RoPE's even d_head).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .activations import ACTIVATIONS

@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
 from .base import IGNORE, Batch, Example, Task, collate
@@ -30,6 +32,17 @@ def make_task(spec: dict[str, Any] | str, **overrides: Any) -> Task:
     return TASKS[name](**params)
 
 
-__all__ = ["TASKS", "make_task", "Task", "Example", "Batch", "collate", "IGNORE",
+def cached_task(spec: dict[str, Any] | str) -> Task:
+    """One shared task per spec in this process (built once: the lm corpus takes seconds). Tasks
+    are read-only once built, so every caller (the app's sessions, jobs, the zoo) may share it."""
+    return _cached(json.dumps({"name": spec} if isinstance(spec, str) else spec, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=16)
+def _cached(spec_json: str) -> Task:
+    return make_task(json.loads(spec_json))
+
+
+__all__ = ["TASKS", "cached_task", "make_task", "Task", "Example", "Batch", "collate", "IGNORE",
            "LMTask", "CorefTask", "InductionTask", "CopyTask", "ReverseTask", "SortTask",
            "TranslateTask", "MLMTask"]

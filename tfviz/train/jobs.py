@@ -26,11 +26,12 @@ import torch
 from ..model import ModelConfig
 from .config import TrainConfig
 from .loop import Event, TrainResult, train
-from .setup import as_task
+from ..device import cpu_count
+from .checkpoint import load_checkpoint
+from .setup import as_task, new_model
 from .snapshot import AttentionSnapshot
 
 STATES = ("queued", "running", "done", "stopped", "failed")
-_INIT_LOCK = threading.Lock()  # seeding + building a model uses torch's global RNG
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class JobManager:
         if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or max_concurrent < 1:
             raise ValueError(f"max_concurrent={max_concurrent!r} must be a whole number >= 1")
         self.max_concurrent = max_concurrent
-        self.torch_threads = torch_threads or max(1, (os.cpu_count() or 2) - 1)
+        self.torch_threads = torch_threads or max(1, cpu_count() - 1)
         torch.set_num_threads(self.torch_threads)
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
@@ -222,17 +223,13 @@ class JobManager:
             cfg: TrainConfig = spec["train_config"]
             resume = None
             if spec["resume"] is not None:
-                from ..checkpoint import load_checkpoint
                 resume = load_checkpoint(spec["resume"])
                 model = resume.model
                 with job._lock:  # the job's curves continue the checkpoint's
                     job.history, job.step = [dict(h) for h in resume.history], resume.step
                     job.attention = list(resume.snapshots)
             else:
-                with _INIT_LOCK:
-                    torch.manual_seed(cfg.seed)
-                    from ..model import Transformer
-                    model = Transformer(spec["model_config"])
+                model = new_model(spec["model_config"], cfg.seed)
             result = train(model, task, cfg, [job._on_event], checkpoint=spec["checkpoint"],
                            resume=resume, stop=job._stop)
             state = {"done": "done", "stopped": "stopped"}.get(result.status, "failed")

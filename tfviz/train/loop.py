@@ -23,9 +23,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from ..checkpoint import TrainState, save_checkpoint
+from .checkpoint import TrainState, save_checkpoint
 from ..tasks.base import IGNORE, Batch
-from . import device as devices
+from .. import device as devices
+from . import distributed
 from .config import TrainConfig
 from .optim import load_optimizer_state, lr_at, make_optimizer, optimizer_state
 from .snapshot import AttentionSnapshot, Prober
@@ -69,7 +70,7 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: flo
                            label_smoothing=label_smoothing, reduction="sum") / max(n_tokens, 1)
 
 
-def _shard(batch: Batch, d: devices.Dist) -> Batch:
+def _shard(batch: Batch, d: distributed.Dist) -> Batch:
     """This rank's contiguous rows of the global batch."""
     if not d.active:
         return batch
@@ -106,7 +107,7 @@ class _Run:
     def __init__(self, model, task, cfg: TrainConfig, callbacks, checkpoint, resume, stop):
         self.model, self.task, self.cfg, self.callbacks = model, task, cfg, list(callbacks)
         self.checkpoint, self.stop_flag = checkpoint, stop
-        self.d = d = devices.current()
+        self.d = d = distributed.current()
         if cfg.batch_size % d.world:
             raise ValueError(f"batch_size={cfg.batch_size} must divide evenly over {d.world} processes")
         if cfg.num_threads:
@@ -251,7 +252,7 @@ def train(model, task, config: TrainConfig | None = None,
     """Train ``model`` (a tfviz.Transformer, moved to the chosen device) on ``task``.
 
     checkpoint: path to save to (every ``checkpoint_every`` steps, on stop and at the end).
-    resume:     a :class:`tfviz.checkpoint.Checkpoint` with a train_state (its ``.model`` should be
+    resume:     a :class:`tfviz.Checkpoint` with a train_state (its ``.model`` should be
                 ``model``); optimizer, RNG, step and history continue from it.
     stop:       a ``threading.Event`` (or a no-argument callable) checked after every step.
     Under torch.distributed (torchrun) the model is wrapped in DistributedDataParallel.

@@ -1,10 +1,17 @@
-"""Glue shared by the CLI and the job manager: build a task from a name/spec and a model config
-that fits it (vocabulary size, position table long enough for the longest example)."""
+"""Glue shared by the CLI, the job manager and the zoo: build a task from a name/spec, a model
+config that fits it (vocabulary size, position table long enough for the longest example), and a
+freshly initialised model from a seed."""
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from ..model import ModelConfig
+import torch
+
+from ..model import ModelConfig, Transformer
+from ..tasks import make_task
+
+_INIT_LOCK = threading.Lock()  # seeding + initialising uses torch's global RNG
 
 
 def as_task(task: Any, **overrides: Any):
@@ -13,7 +20,6 @@ def as_task(task: Any, **overrides: Any):
         if overrides:
             raise ValueError("overrides apply to a task name or spec, not to a built task")
         return task
-    from ..tasks import make_task
     return make_task(task, **overrides)
 
 
@@ -39,3 +45,11 @@ def model_config_for(task, **fields: Any) -> ModelConfig:
         raise ValueError(f"vocab_size={fields['vocab_size']} differs from the task's tokenizer "
                          f"({task.tokenizer.vocab_size} tokens)")
     return ModelConfig(**fields)
+
+
+def new_model(config: ModelConfig, seed: int) -> Transformer:
+    """A Transformer initialised after ``torch.manual_seed(seed)``: the same seed gives the same
+    weights (the CLI, the job manager and the zoo all build models this way). Thread-safe."""
+    with _INIT_LOCK:
+        torch.manual_seed(seed)
+        return Transformer(config)

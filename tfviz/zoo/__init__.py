@@ -9,12 +9,14 @@ and measured, never asserted.
 ``measure``   how each kind is measured, on a fixed sample (the card stores those numbers)
 ``build``     train -> save -> load -> measure -> card (in the checkpoint's extra, NAME.json,
               NAME.md) -> README.md; ``evaluate`` re-measures shipped files against their cards
+``cards``     reading cards back (header only) and writing them as text
 ``findings``  the claims (coref heads, induction contrast, positional ordering) as data, and live
               helpers for the Findings page
 """
-from .build import DEFAULT_DIR, build, build_one, evaluate, headline, read_card, read_cards
+from .build import build, build_one, evaluate
+from .cards import headline, read_card, read_cards
 from .measure import compare, measure
 from .specs import BY_NAME, SPECS, ZooSpec, select
 
-__all__ = ["BY_NAME", "DEFAULT_DIR", "SPECS", "ZooSpec", "build", "build_one", "compare",
-           "evaluate", "headline", "measure", "read_card", "read_cards", "select"]
+__all__ = ["BY_NAME", "SPECS", "ZooSpec", "build", "build_one", "compare", "evaluate", "headline",
+           "measure", "read_card", "read_cards", "select"]

@@ -4,6 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+import torch
+
+from .build import build, evaluate
+from .specs import SPECS, select
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tfviz.zoo",
@@ -11,19 +16,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="train every zoo model (CPU, 1 thread, fixed seeds)")
     b.add_argument("--only", nargs="+", metavar="NAME", help="build just these models")
-    b.add_argument("--out", default=None, help="output folder (default: the repo's checkpoints/)")
+    b.add_argument("--out", default=None, help="output folder (default: $TFVIZ_ZOO_DIR, else the repo's checkpoints/)")
     b.add_argument("--steps", type=int, default=None, help="override every model's step count "
                    "(quick checks; the shipped models use their own)")
     e = sub.add_parser("evaluate", help="re-measure the shipped models and compare with their cards")
-    e.add_argument("--dir", default=None, help="checkpoint folder (default: the repo's checkpoints/)")
+    e.add_argument("--dir", default=None, help="checkpoint folder (default: $TFVIZ_ZOO_DIR, else the repo's checkpoints/)")
     e.add_argument("--only", nargs="+", metavar="NAME")
     sub.add_parser("list", help="list the zoo models")
     args = p.parse_args(argv)
 
-    import torch
-
-    from .build import DEFAULT_DIR, build, evaluate
-    from .specs import SPECS, select
     torch.set_num_threads(1)  # small models: extra threads only fight over the cores
     try:
         if args.command == "list":
@@ -31,10 +32,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{s.name:14} {s.kind:11} {s.about}")
             return 0
         if args.command == "build":
-            build(args.only, args.out or DEFAULT_DIR, args.steps)
+            build(args.only, args.out, args.steps)
             return 0
         select(args.only)  # unknown names fail before any work
-        results = evaluate(args.dir or DEFAULT_DIR, args.only)
+        results = evaluate(args.dir, args.only)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -12,14 +12,16 @@ Live helpers take a model; the caller holds the model's lock when it is shared (
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
+from ..analysis import THRESHOLDS
+from ..paths import zoo_dir
 from ..recording import record
+from .cards import POSITIONS, headline
 from .measure import CROSS, PATTERN, alignment_targets, induction_scores
 
 SEEDS = {
@@ -43,19 +45,12 @@ SEEDS = {
             "GQA/MQA (Ainslie et al. 2023; Shazeer 2019) shrink the KV cache by sharing "
             "key/value heads.",
 }
-POSITIONS = {"query": "final repeated pronoun", "pronoun": "in-sentence pronoun"}
-INDUCTION_THRESHOLD = 0.4   # tfviz.analysis.THRESHOLDS["induction"]
 ANTECEDENT_THRESHOLD = 0.9  # >= 90% of test sentences
 FAR_BELOW = 0.25            # "far below": repeat loss under a quarter of the first half's
 
 
-def zoo_dir() -> Path:
-    """Where the shipped zoo lives: $TFVIZ_ZOO_DIR, else the repository's checkpoints/."""
-    from .build import DEFAULT_DIR
-    return Path(os.environ.get("TFVIZ_ZOO_DIR") or DEFAULT_DIR)
-
-
 def zoo_path(name: str, folder: str | Path | None = None) -> Path:
+    """The checkpoint of zoo model ``name`` in ``folder`` (default ``tfviz.paths.zoo_dir()``)."""
     return Path(folder or zoo_dir()) / f"{name}.safetensors"
 
 
@@ -84,8 +79,9 @@ def induction_contrast(card_2l: dict, card_1l: dict) -> dict:
                 "ratio": m["loss_second_half"] / m["loss_first_half"],
                 "induction_heads": card["finding"]["induction_heads"]}
     two, one = side(card_2l), side(card_1l)
-    holds = (two["max_induction"] > INDUCTION_THRESHOLD and two["ratio"] < FAR_BELOW
-             and one["max_induction"] <= INDUCTION_THRESHOLD and one["ratio"] >= FAR_BELOW)
+    cut = THRESHOLDS["induction"]
+    holds = (two["max_induction"] > cut and two["ratio"] < FAR_BELOW
+             and one["max_induction"] <= cut and one["ratio"] >= FAR_BELOW)
     return {"2L": two, "1L": one, "holds": bool(holds)}
 
 
@@ -126,7 +122,6 @@ def lm_family_frame(cards: dict[str, dict]) -> pd.DataFrame:
 
 
 def summary_frame(cards: dict[str, dict]) -> pd.DataFrame:
-    from .build import headline
     return pd.DataFrame([(n, c["task"]["name"], c["model"]["arch"], c["model"]["pos"],
                           c["train"]["steps"], c["build"]["train_seconds"], headline(c))
                          for n, c in cards.items()],
@@ -302,12 +297,6 @@ def train_length(cards: dict[str, dict]) -> int:
     return next(c["finding"]["train_length"] for c in cards.values() if c.get("family") == "positional")
 
 
-def extrapolation(checkpoints, train_length: int) -> pd.DataFrame:
-    """Live: the positional family's loss at 1x..4x the training length (caller holds locks)."""
-    from .measure import extrapolation as measure_extrapolation
-    return measure_extrapolation(checkpoints, train_length)
-
-
 def positional_sentence(order: pd.DataFrame, train_length: int) -> str:
     runs = order[order["growth"].notna()]
     parts = [f"{r.scheme} {r.growth:+.2f}" for r in runs.itertuples()]
@@ -328,8 +317,8 @@ def translate_sentence(card: dict) -> str:
             f"{100 * br['share']:.1f}%. Red squares mark the expected alignment.")
 
 
-__all__ = ["SEEDS", "coref_claim", "coref_sentence", "extrapolation", "extrapolation_frame",
+__all__ = ["SEEDS", "coref_claim", "coref_sentence", "extrapolation_frame",
            "findings_markdown", "induction_contrast", "induction_frame", "induction_sentence",
            "lm_family_frame", "mission_weights", "positional_ordering", "positional_sentence",
            "strongest_heads", "summary_frame", "train_length", "translate_example",
-           "translate_sentence", "zoo_dir", "zoo_path"]
+           "translate_sentence", "zoo_path"]

@@ -20,21 +20,21 @@ metrics are flat ``name -> float`` (None = cannot be measured, e.g. a learned ta
 """
 from __future__ import annotations
 
-import json
 import math
-import threading
+from collections import Counter
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ..analysis import pronoun_probe, score_model
+from ..analysis import THRESHOLDS, pronoun_probe, score_model
 from ..analysis.cost import kv_cache_bytes
+from ..analysis.positional import extrapolation_table
 from ..model.hooks import layer_template
 from ..recording import record
-from ..tasks import make_task
-from ..tasks.base import collate
+from ..tasks.base import IGNORE, collate
+from ..tasks.translate import ADJECTIVES, NOUNS
 
 PATTERN = layer_template("attn.hook_pattern")
 CROSS = layer_template("cross_attn.hook_pattern", "decoder")
@@ -43,19 +43,6 @@ POS_FACTORS = (1, 1.5, 2, 3, 4)
 POS_TOKENS = 4096
 MISSION_MIN_WEIGHT = 0.5  # "mostly": more than half of the head's attention on the noun
 CANDIDATES = ("law", "application")
-
-_TASKS: dict[str, Any] = {}
-_TASKS_LOCK = threading.Lock()
-
-
-def task_of(ckpt):
-    """The checkpoint's task, built once per spec in this process (the lm corpus takes ~2 s)."""
-    key = json.dumps(ckpt.task, sort_keys=True)
-    with _TASKS_LOCK:
-        if key not in _TASKS:
-            _TASKS[key] = make_task(ckpt.task)
-        return _TASKS[key]
-
 
 def head_key(layer: int, head: int) -> str:
     return f"L{layer}H{head}"
@@ -159,9 +146,9 @@ def _induction(ckpt, task) -> dict:
     metrics["max_induction"] = float(df["induction"].max())
     finding = {
         "induction_heads": [head_key(r["layer"], r["head"]) for r in df.to_dict("records")
-                            if r["induction"] > 0.4],
+                            if r["induction"] > THRESHOLDS["induction"]],
         "previous_token_heads": [head_key(r["layer"], r["head"]) for r in df.to_dict("records")
-                                 if r["prev_token_top"] > 0.4],
+                                 if r["prev_token_top"] > THRESHOLDS["prev_token_top"]],
         "loss_ratio": ev["loss_second_half"] / ev["loss_first_half"],
     }
     return {"sample": f"induction test split ({n} sequences) for the per-half loss; the induction "
@@ -177,8 +164,8 @@ def pos_lengths(train_length: int) -> list[int]:
 
 
 def extrapolation(checkpoints, train_length: int) -> pd.DataFrame:
-    """``extrapolation_table`` of (name, checkpoint) pairs at 1x..4x ``train_length``."""
-    from ..analysis.positional import extrapolation_table
+    """The positional family's loss at 1x..4x ``train_length``: ``extrapolation_table`` of
+    (name, checkpoint) pairs (the caller holds shared models' locks)."""
     return extrapolation_table(checkpoints, pos_lengths(train_length), n_tokens=POS_TOKENS,
                                split="validation")
 
@@ -187,7 +174,7 @@ def train_length_of(ckpt) -> int:
     extra = ckpt.meta.get("extra") or {}
     if "train_length" in extra:
         return int(extra["train_length"])
-    return max(len(e.tokens) for e in task_of(ckpt).examples("train"))
+    return max(len(e.tokens) for e in ckpt.shared_task().examples("train"))
 
 
 def _positional(ckpt, task) -> dict:
@@ -207,7 +194,6 @@ def _positional(ckpt, task) -> dict:
 def alignment_targets(example) -> list[tuple[int, int, bool]]:
     """(query position, aligned source position, reordered?) for every target adjective or noun
     of a translate example (``meta["alignment"]``); reordered = inside 'Det Adj Noun'."""
-    from ..tasks.translate import ADJECTIVES, NOUNS
     words = example.text.split()
     out = []
     for (i, _), (src, q) in zip(example.meta["word_alignment"], example.meta["alignment"]):
@@ -278,8 +264,6 @@ def _label_heads(model, task) -> list[dict]:
 
 def majority_baseline(task, split: str = "test") -> float:
     """Accuracy of always answering the most frequent target token of the train split."""
-    from collections import Counter
-    from ..tasks.base import IGNORE
     counts = Counter(t for e in task.examples("train") for t in e.targets if t != IGNORE)
     top = counts.most_common(1)[0][0]
     targets = [t for e in task.examples(split) for t in e.targets if t != IGNORE]
@@ -339,7 +323,7 @@ def measure(ckpt, kind: str | None = None) -> dict:
     """Measure a loaded checkpoint (``tfviz.load_checkpoint``) as its zoo kind says."""
     kind = kind or kind_of(ckpt)
     ckpt.model.eval()
-    out = MEASURES[kind](ckpt, task_of(ckpt))
+    out = MEASURES[kind](ckpt, ckpt.shared_task())
     return {"kind": kind, **out}
 
 

@@ -1,4 +1,4 @@
-"""Device choice and multi-process (DistributedDataParallel) plumbing.
+"""Multi-process (DistributedDataParallel) plumbing (which device: ``tfviz.device``).
 
 Under ``torchrun --nproc_per_node=N`` every process runs the same command; ``init_distributed``
 reads RANK / WORLD_SIZE / LOCAL_RANK from the environment and joins the process group
@@ -12,41 +12,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-
-
-def _mps_available() -> bool:
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps is not None and mps.is_available())
-
-
-def resolve_device(name: str = "auto", local_rank: int = 0) -> torch.device:
-    """"auto" picks cuda > mps > cpu; a forced device that is not there is a ValueError."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "mps" if _mps_available() else "cpu"
-    if name == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("device='cuda' was requested but no CUDA GPU is available (use 'auto' or 'cpu')")
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    if name == "mps":
-        if not _mps_available():
-            raise ValueError("device='mps' was requested but Apple's MPS backend is not available")
-        return torch.device("mps")
-    if name == "cpu":
-        return torch.device("cpu")
-    raise ValueError(f"unknown device {name!r}")
-
-
-def device_label(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"GPU ({torch.cuda.get_device_name(device)})"
-    return {"mps": "Apple GPU (MPS)", "cpu": "CPU"}.get(device.type, str(device))
-
-
-def use_bf16(setting: bool | None, device: torch.device) -> bool:
-    """bfloat16 autocast only on CUDA; automatic (None) = on when the GPU supports bf16."""
-    if device.type != "cuda":
-        return False
-    return torch.cuda.is_bf16_supported() if setting is None else setting
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,70 @@
+"""Which device models run on: the one place that asks torch about CUDA GPUs, Apple's MPS and the
+CPU (training, the job manager, the benchmarks and the app's device banner all ask here)."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def cpu_count() -> int:
+    """Cores this process may use (respects CPU affinity / container limits where the OS tells us)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def default_device() -> str:
+    """"cuda" when a CUDA GPU is there, else "cpu" (where benchmarks measure)."""
+    return "cuda" if cuda_available() else "cpu"
+
+
+def resolve_device(name: str = "auto", local_rank: int = 0) -> torch.device:
+    """"auto" picks cuda > mps > cpu; a forced device that is not there is a ValueError."""
+    if name == "auto":
+        name = "cuda" if cuda_available() else "mps" if mps_available() else "cpu"
+    if name == "cuda":
+        if not cuda_available():
+            raise ValueError("device='cuda' was requested but no CUDA GPU is available (use 'auto' or 'cpu')")
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    if name == "mps":
+        if not mps_available():
+            raise ValueError("device='mps' was requested but Apple's MPS backend is not available")
+        return torch.device("mps")
+    if name == "cpu":
+        return torch.device("cpu")
+    raise ValueError(f"unknown device {name!r}")
+
+
+def device_label(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"GPU ({torch.cuda.get_device_name(device)})"
+    return {"mps": "Apple GPU (MPS)", "cpu": "CPU"}.get(device.type, str(device))
+
+
+def describe_device() -> str:
+    """One line naming where models will run: the GPU if torch sees one, else the CPU and its cores."""
+    if cuda_available():
+        index = torch.cuda.current_device()
+        gib = torch.cuda.get_device_properties(index).total_memory / 2**30
+        return f"GPU: {torch.cuda.get_device_name(index)} ({gib:.0f} GiB)"
+    if mps_available():
+        return "GPU: Apple silicon (MPS)"
+    return f"CPU ({cpu_count()} cores)"
+
+
+def use_bf16(setting: bool | None, device: torch.device) -> bool:
+    """bfloat16 autocast only on CUDA; automatic (None) = on when the GPU supports bf16."""
+    if device.type != "cuda":
+        return False
+    return torch.cuda.is_bf16_supported() if setting is None else setting

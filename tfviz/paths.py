@@ -1,0 +1,46 @@
+"""Where tfviz keeps files: one function per folder, one environment variable per folder, always
+absolute (never relative to the working directory).
+
+    checkpoint_dir()   $TFVIZ_CHECKPOINT_DIR, else <repo>/checkpoints   the app's model folder:
+                       shipped models at its top, and below it
+    published_dir()      <checkpoint_dir>/published                      models the teacher shares
+    sessions_dir()       <checkpoint_dir>/user                           one folder per browser session
+    zoo_dir()          $TFVIZ_ZOO_DIR, else <repo>/checkpoints          the zoo the Findings page and
+                                                                        ``python -m tfviz.zoo`` use
+    bench_dir()        <repo>/docs/bench                                reference benchmark CSVs
+
+In a normal run checkpoint_dir() and zoo_dir() are the same folder; the tests point the app at a
+folder of tiny models (TFVIZ_CHECKPOINT_DIR) while the Findings page keeps reading the real zoo.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "checkpoints"  # the repository's shipped models (the zoo), whatever the environment says
+
+
+def _from_env(variable: str, default: Path) -> Path:
+    value = os.environ.get(variable)
+    return Path(value).expanduser().resolve() if value else default
+
+
+def checkpoint_dir() -> Path:
+    return _from_env("TFVIZ_CHECKPOINT_DIR", SHIPPED)
+
+
+def published_dir() -> Path:
+    return checkpoint_dir() / "published"
+
+
+def sessions_dir() -> Path:
+    return checkpoint_dir() / "user"  # git-ignored
+
+
+def zoo_dir() -> Path:
+    return _from_env("TFVIZ_ZOO_DIR", SHIPPED)
+
+
+def bench_dir() -> Path:
+    return REPO / "docs" / "bench"
