@@ -4,8 +4,8 @@ MHA / GQA / MQA read from real cache tensors; generation with and without the ca
 import streamlit as st
 
 from tfviz.bench.attention import analytic_frame, ratio_table
-from tfviz.viz.cost import kv_cache_figure, memory_figure, time_figure
-from tfviz.viz.cost_extra import analytic_figure, compact, speed_figure
+from tfviz.viz import (analytic_figure, compact, kv_cache_figure, memory_figure, speed_figure,
+                       time_figure)
 from ui import cost_state as cs
 from tfviz.device import cpu_count
 from ui.figures import show

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from tfviz.viz import cross_attention_alignment, extrapolation_curves, pronoun_probe, pronoun_probe_frame
-from tfviz.viz.findings_extra import head_score_bars, paired_bars
+from tfviz.viz import (cross_attention_alignment, extrapolation_curves, head_score_bars, paired_bars,
+                       pronoun_probe, pronoun_probe_frame)
 from tfviz.paths import zoo_dir
 from tfviz.zoo import findings as zf
 from tfviz.zoo.cards import read_cards

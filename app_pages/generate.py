@@ -10,7 +10,6 @@ from tfviz import generation as g
 from tfviz import viz
 from tfviz.analysis.cost import kv_cache_bytes
 from tfviz.model import hook_name
-from tfviz.viz.generate_extra import generated_tokens_html, kv_cache_growth
 from ui.figures import show
 from ui.models import current_model
 
@@ -75,7 +74,7 @@ tokens = tok.tokens_of(gen.ids)
 unknown = sum(i == tok.unk_id for i in gen.ids[:gen.n_prompt])
 if unknown:
     st.warning(f"{unknown} prompt token(s) are not in this model's vocabulary and became [UNK].")
-st.html(generated_tokens_html(tokens, gen.n_prompt, gen.probs))
+st.html(viz.generated_tokens_html(tokens, gen.n_prompt, gen.probs))
 st.caption("Grey: prompt. Blue: generated, more opaque = the model gave it a higher probability "
            "(hover a token). " + ("Stopped at [EOS]." if gen.stopped_at_eos else ""))
 
@@ -110,9 +109,10 @@ positions = [p + 1 for p in gen.q_positions]
 st.metric("KV cache now", f"{gen.cache_nbytes[-1]:,} bytes",
           help=f"{len(positions)} steps, {positions[-1]} cached positions, "
                f"{cfg.n_kv_heads} K/V head(s) per layer")
-show(kv_cache_growth(positions, gen.cache_nbytes, [kv_cache_bytes(cfg.n_layers, cfg.n_kv_heads, cfg.d_head, p) for p in positions],
-                     title=f"KV cache size ({cfg.n_layers} layers × {cfg.n_kv_heads} K/V heads × "
-                           f"d_head {cfg.d_head}, float32)"), "gen_cache", filename="kv-cache")
+formula = [kv_cache_bytes(cfg.n_layers, cfg.n_kv_heads, cfg.d_head, p) for p in positions]
+show(viz.kv_cache_growth(positions, gen.cache_nbytes, formula,
+                         title=f"KV cache size ({cfg.n_layers} layers × {cfg.n_kv_heads} K/V heads × "
+                               f"d_head {cfg.d_head}, float32)"), "gen_cache", filename="kv-cache")
 with st.expander("Step by step: chosen token and the model's top alternatives"):
     st.dataframe(pd.DataFrame({
         "step": range(len(gen.probs)), "token": tokens[gen.n_prompt:],

@@ -9,8 +9,7 @@ import tfviz
 from tfviz.analysis.masks_demo import (KINDS, MaskChoice, all_masks, blocked_mass, edit_token,
                                        effective_mask, logit_change, pad_layout, windowed_model)
 from tfviz.model import layer_template
-from tfviz.viz import head_heatmap, mask_grid, masks_side_by_side
-from tfviz.viz.masks_extra import logit_change_bars
+from tfviz.viz import head_heatmap, logit_change_bars, mask_grid, masks_side_by_side
 from ui.figures import show
 from ui.models import current_model
 

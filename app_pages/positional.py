@@ -14,10 +14,9 @@ from tfviz.analysis.rope import rope_freqs, rope_score_grid
 from tfviz.model import hook_name
 from tfviz.model.positional import SCHEMES as POSITIONAL
 from tfviz.train.checkpoint import read_metadata
-from tfviz.viz import (alibi_bias, extrapolation_curves, pe_matrix, pe_waves, position_similarity,
-                       rope_frequencies, rope_relative_scores, rope_rotation_animation,
-                       similarity_vs_distance, t5_bias, t5_buckets)
-from tfviz.viz.positional import default_dims
+from tfviz.viz import (alibi_bias, default_dims, extrapolation_curves, pe_matrix, pe_waves,
+                       position_similarity, rope_frequencies, rope_relative_scores,
+                       rope_rotation_animation, similarity_vs_distance, t5_bias, t5_buckets)
 from ui.figures import show
 from ui.models import available_models, current_model, load_model
 

@@ -12,8 +12,7 @@ from tfviz.analysis.cost import attention_flops, kv_cache_bytes
 from tfviz.bench import attention as bench
 from tfviz.bench import kvcache
 from tfviz.model.attention import Attention
-from tfviz.viz.cost import time_figure
-from tfviz.viz.cost_extra import analytic_figure, compact, speed_figure
+from tfviz.viz import analytic_figure, compact, speed_figure, time_figure
 
 QUIET = dict(log=lambda *_: None)
 

@@ -12,7 +12,7 @@ from tfviz.bench import kvcache as bench_kvcache
 from tfviz.bench.measure import peak_bytes
 from tfviz.model.banded import banded_attention
 from tfviz.model.masks import MaskSpec
-from tfviz.viz.cost import kv_cache_figure, memory_figure, time_figure
+from tfviz.viz import kv_cache_figure, memory_figure, time_figure
 
 MIB = 2 ** 20
 

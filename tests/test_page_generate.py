@@ -14,7 +14,7 @@ import tfviz
 from tfviz.train.checkpoint import load_checkpoint
 from tfviz.analysis.cost import kv_cache_bytes
 from tfviz.generation import default_inputs, encode_text, generate_with_attention, pattern_names
-from tfviz.viz.generate_extra import generated_tokens_html, kv_cache_growth
+from tfviz.viz import generated_tokens_html, kv_cache_growth
 
 
 def open_generate(path) -> AppTest:

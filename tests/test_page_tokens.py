@@ -21,15 +21,10 @@ COLS = ["kind", "count", "vocab_size", "unknowns"]
 
 
 def open_page(path: Path) -> AppTest:
-    from ui.models import ModelRef, load_model
-
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["model_path"] = str(path)
     at.run()
     at.switch_page(PAGE)
-    # AppTest runs a switched-to page file on its own, without app.py's sidebar picker: hand the
-    # page the model the picker would have loaded (harmless when the picker does run).
-    at.session_state["_loaded"] = load_model(ModelRef(f"{path.stem} (shipped)", str(path), "shipped"))
     return at.run()
 
 

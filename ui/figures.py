@@ -7,8 +7,7 @@ import re
 import numpy as np
 import streamlit as st
 
-from tfviz.viz import figure_data
-from tfviz.viz.theme import apply_theme
+from tfviz.viz import apply_theme, figure_data
 
 
 def _viewer_uses_dark_theme() -> bool:

@@ -1,31 +1,51 @@
-"""Plotly figure builders: pure functions, arrays and labels in, ``go.Figure`` out.
+"""Plotly figure builders: pure functions, arrays and labels in, ``go.Figure`` (or HTML) out.
 
 They never import torch or streamlit and never see a model: callers pass the recorded tensors
-(as numpy arrays) and token strings, exactly like bertviz's views.
-"""
+(as numpy arrays) and token strings, exactly like bertviz's views. One module per kind of figure
+(what it shows), every public builder exported here: import them as ``from tfviz.viz import …``.
 
-from .attention import (cross_attention_alignment, head_heatmap, heads_grid, line_view,
-                        pattern_frame, pronoun_probe, pronoun_probe_frame, step_through_figure,
-                        step_through_output, step_through_table)
+    attention      one head, all heads tiled, cross-attention alignment, pronoun probe
+    lines          bertviz-style lines between query and key tokens
+    step_through   softmax(q·k/√d + bias, mask)·V for one query, on the recorded numbers
+    generation     each new token's attention while generating; generated text; KV cache growth
+    masks          mask grids; the "no peeking" logit-change bars
+    positional     positional tables, waves, similarity, extrapolation curves
+    rope, bias     RoPE rotation and frequencies; ALiBi / T5 score biases
+    tokens         token spans, embedding similarity and nearest neighbours
+    training       loss curves, the replay of heads learning
+    scores         per-head scores and paired measured numbers as bars
+    cost           measured vs analytic time / memory, KV cache, generation speed
+    theme, tiles, data   the one shared look, tiled heatmaps, figure -> DataFrame (CSV download)
+"""
+from .attention import (cross_attention_alignment, head_heatmap, heads_grid, pattern_frame,
+                        pronoun_probe, pronoun_probe_frame)
+from .bias import alibi_bias, t5_bias, t5_buckets
+from .cost import (analytic_figure, compact, kv_cache_figure, memory_figure, speed_figure,
+                   time_figure)
 from .data import cosine_similarity, figure_data
-from .generate import generation_attention, generation_frame
-from .masks import mask_frame, mask_grid, masks_side_by_side
-from .positional import (alibi_bias, extrapolation_curves, pe_matrix, pe_waves,
-                         position_similarity, rope_frequencies, rope_pair_scores,
-                         rope_relative_scores, rope_rotation_animation, similarity_by_distance,
-                         similarity_vs_distance, t5_bias, t5_buckets)
+from .generation import (generated_tokens_html, generation_attention, generation_frame,
+                         kv_cache_growth)
+from .lines import line_view
+from .masks import logit_change_bars, mask_frame, mask_grid, masks_side_by_side
+from .positional import (default_dims, extrapolation_curves, pe_matrix, pe_waves,
+                         position_similarity, similarity_by_distance, similarity_vs_distance)
+from .rope import rope_frequencies, rope_pair_scores, rope_relative_scores, rope_rotation_animation
+from .scores import head_score_bars, paired_bars
+from .step_through import step_through_figure, step_through_output, step_through_table
 from .theme import ATTENTION_SCALE, DIVERGING_SCALE, HEAD_COLOURS, TEMPLATE, apply_theme
 from .tokens import nearest_neighbours_frame, similarity_heatmap, token_spans_html
 from .training import loss_curves, snapshot_player
 
 __all__ = [
-    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "TEMPLATE", "alibi_bias", "apply_theme",
-    "cosine_similarity", "cross_attention_alignment", "extrapolation_curves", "figure_data",
-    "generation_attention", "generation_frame", "head_heatmap", "heads_grid", "line_view",
-    "loss_curves", "mask_frame", "mask_grid", "masks_side_by_side", "nearest_neighbours_frame",
-    "pattern_frame", "pe_matrix", "pe_waves", "position_similarity", "pronoun_probe",
-    "pronoun_probe_frame", "rope_frequencies", "rope_pair_scores", "rope_relative_scores",
-    "rope_rotation_animation", "similarity_by_distance", "similarity_heatmap",
-    "similarity_vs_distance", "snapshot_player", "step_through_figure", "step_through_output",
-    "step_through_table", "t5_bias", "t5_buckets", "token_spans_html",
+    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "TEMPLATE", "alibi_bias", "analytic_figure",
+    "apply_theme", "compact", "cosine_similarity", "cross_attention_alignment", "default_dims",
+    "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
+    "generation_frame", "head_heatmap", "head_score_bars", "heads_grid", "kv_cache_figure",
+    "kv_cache_growth", "line_view", "logit_change_bars", "loss_curves", "mask_frame", "mask_grid",
+    "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "paired_bars", "pattern_frame",
+    "pe_matrix", "pe_waves", "position_similarity", "pronoun_probe", "pronoun_probe_frame",
+    "rope_frequencies", "rope_pair_scores", "rope_relative_scores", "rope_rotation_animation",
+    "similarity_by_distance", "similarity_heatmap", "similarity_vs_distance", "snapshot_player",
+    "speed_figure", "step_through_figure", "step_through_output", "step_through_table", "t5_bias",
+    "t5_buckets", "time_figure", "token_spans_html",
 ]

@@ -5,7 +5,7 @@ Conventions (README's recorded shapes): a pattern is ``[q_pos, k_pos]`` (rows = 
 token doing the looking; columns = keys, the tokens looked at), stacks are ``[head, q_pos, k_pos]``
 and ``[layer, head, q_pos, k_pos]``. Weights are coloured on one fixed 0..1 scale.
 ``line_view`` (bertviz-style lines) and the step-through of one query live in ``lines.py`` and
-``step_through.py`` and are re-exported here.
+``step_through.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .lines import line_view  # noqa: F401  (re-export)
-from .step_through import step_through_figure, step_through_output, step_through_table  # noqa: F401
 from .theme import (HEAD_COLOURS, apply_theme, attention_colour, cell_size, default_tokens,
                     position_labels, show_token, tick_step)
 from .tiles import tile_starts, tiled_heatmap

@@ -1,6 +1,5 @@
 """Positional encodings: the table itself, its waves, how similar positions are, and how well each
-scheme extrapolates. RoPE figures live in ``rope.py``, ALiBi/T5 biases in ``bias.py``; all are
-re-exported here.
+scheme extrapolates. RoPE figures live in ``rope.py``, ALiBi/T5 biases in ``bias.py``.
 
 Inputs are tables from ``tfviz.positional_tables``: sinusoidal / learned ``[pos, d_model]``,
 ``rope_freqs [d_head/2]``, ``alibi_bias`` / ``t5_bias [head, q_pos, k_pos]``, ``t5_buckets``.
@@ -14,10 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .bias import alibi_bias, t5_bias, t5_buckets  # noqa: F401  (re-export)
 from .data import cosine_similarity
-from .rope import (rope_frequencies, rope_pair_scores, rope_relative_scores,  # noqa: F401
-                   rope_rotation_animation)
 from .theme import HEAD_COLOURS, apply_theme, cell_size, diverging_colour
 
 

@@ -1,6 +1,6 @@
-"""Figures for the Findings page: per-head scores of several models side by side, and a
-two-series bar chart of measured numbers (e.g. KV bytes and loss per attention variant)."""
-
+"""Scores as bars: per-head scores of several models side by side (``head_score_bars``), and a
+two-series bar chart of measured numbers, e.g. KV bytes and loss per attention variant
+(``paired_bars``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence

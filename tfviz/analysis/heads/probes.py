@@ -1,0 +1,99 @@
+"""Scoring a model: record its patterns on suitable probe inputs, then score every head.
+
+    df = score_model(model, task)      # induction probe + the task's examples -> labelled table
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...recording import record
+from ...tasks.base import collate
+from ...tokenize import SPECIAL_TOKENS
+from .labels import scores_frame
+from .scores import ANTECEDENT_SCORES, PATTERN, PATTERN_SCORES, antecedent_scores, pattern_scores
+
+BOS_ID = SPECIAL_TOKENS.index("[BOS]")  # 2 in every tfviz tokenizer
+N_SPECIAL = len(SPECIAL_TOKENS)  # ids 0..6 are [PAD] [UNK] [BOS] [EOS] [MASK] [SEP] [CLS]
+
+
+# ---------------------------------------------------------------------------- probes, models
+def induction_probe(vocab: int | Sequence[int], half: int = 16, batch: int = 8, seed: int = 0,
+                    bos_id: int = BOS_ID, distinct: bool | None = None) -> torch.Tensor:
+    """[BOS] r1..rn r1..rn (n = ``half``) for ``batch`` random sequences -> LongTensor
+    [batch, 1 + 2*half], for any decoder (Olsson et al. 2022's repeated random tokens).
+
+    vocab: the token ids to draw from, or a vocabulary size (then ids N_SPECIAL..vocab-1, skipping
+    the special tokens). distinct: no repeats within a half (default: when vocab allows)."""
+    ids = list(range(N_SPECIAL, vocab)) if isinstance(vocab, int) else [int(v) for v in vocab]
+    if len(ids) < 2 or half < 1:
+        raise ValueError(f"need half >= 1 and at least 2 token ids to draw from, got {len(ids)}")
+    distinct = len(ids) >= half if distinct is None else distinct
+    if distinct and len(ids) < half:
+        raise ValueError(f"cannot draw {half} distinct tokens from {len(ids)} ids")
+    g = torch.Generator().manual_seed(seed)
+    pool = torch.tensor(ids)
+    if distinct:
+        rows = torch.stack([torch.randperm(len(ids), generator=g)[:half] for _ in range(batch)])
+    else:
+        rows = torch.randint(len(ids), (batch, half), generator=g)
+    r = pool[rows]
+    return torch.cat([torch.full((batch, 1), bos_id), r, r], dim=1)
+
+
+def score_model(model, task=None, *, half: int = 16, batch: int = 8, seed: int = 0,
+                n_examples: int = 64, split: str = "validation", local_k: int = 3,
+                bos_id: int = BOS_ID,
+                thresholds: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """Record a decoder or encoder model's patterns on probe inputs and score every head.
+
+    - induction probe (``induction_probe``, decoders): induction and duplicate_token; all the
+      other pattern scores too when no task is given;
+    - the task's first ``n_examples`` examples of ``split`` (if a task is given): previous-token,
+      first-token, self, local and entropy on the text the model was trained on, and for coref
+      the antecedent scores.
+    ``df.attrs["inputs"]`` says which input each score came from. Encoder-decoder models: score
+    ``rec.stack_layers("decoder.blocks.{l}.attn.hook_pattern")`` with ``head_scores``."""
+    cfg = model.config
+    if cfg.arch == "encoder-decoder":
+        raise ValueError("score_model scores single-stack models; for an encoder-decoder pass "
+                         "rec.stack_layers('decoder.blocks.{l}.attn.hook_pattern') to head_scores")
+    if task is not None and getattr(task, "arch", cfg.arch) != cfg.arch:
+        raise ValueError(f"the task is laid out for {task.arch} models, the model is {cfg.arch}")
+    names = [PATTERN.format(l=layer) for layer in range(cfg.n_layers)]
+    device = next(model.parameters()).device
+    mask = dict(causal=cfg.causal, window=cfg.window, global_tokens=cfg.global_tokens,
+                pad_id=cfg.pad_id, local_k=local_k)
+    scores: dict[str, np.ndarray] = {}
+    inputs: dict[str, str] = {}
+
+    if cfg.causal or task is None:
+        n_vocab = cfg.vocab_size if task is None else min(cfg.vocab_size, task.tokenizer.vocab_size)
+        half = max(1, min(half, (cfg.max_len - 1) // 2))
+        probe = induction_probe(n_vocab, half, batch, seed, bos_id)
+        rec = record(model, probe.to(device), names=names)
+        scores |= pattern_scores(rec.stack_layers(PATTERN), probe, **mask)
+        what = f"induction probe: {batch} x [BOS] + {half} random tokens, repeated"
+        inputs |= dict.fromkeys(scores, what)
+    if task is not None:
+        examples = task.examples(split)[:n_examples]
+        b = collate(examples, task.tokenizer.pad_id)
+        if b.src is not None:
+            raise ValueError(f"task {task.name!r} has a source sequence; score_model needs a "
+                             "decoder- or encoder-only task")
+        rec = record(model, b.tokens.to(device), names=names)
+        p = rec.stack_layers(PATTERN)
+        found = pattern_scores(p, b.tokens, **mask)
+        keep = [k for k in PATTERN_SCORES
+                if not (k in ("induction", "duplicate_token") and k in scores)]
+        if any("candidate_mentions" in e.meta for e in examples):
+            found |= antecedent_scores(p, [e.meta for e in examples])
+            keep += list(ANTECEDENT_SCORES)
+        scores |= {k: found[k] for k in keep}
+        inputs |= dict.fromkeys(keep, f"{len(examples)} {task.name} {split} examples")
+    df = scores_frame(scores, thresholds)
+    df.attrs["inputs"] = inputs
+    return df
