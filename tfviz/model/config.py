@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .activations import ACTIVATIONS
 from .norms import NORMS
 from .positional import SCHEMES, Positional
 
-CONFIG_FORMAT_VERSION = 1
+CONFIG_FORMAT_VERSION = 1  # of ModelConfig.to_dict()
 
 ARCHS = ("decoder", "encoder", "encoder-decoder")
 POS_SCHEMES = tuple(SCHEMES)  # the registered positional schemes' names (for forms and flags)
@@ -37,8 +37,36 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(repr(c) for c in choices)}")
 
 
+class VersionedConfig:
+    """``to_dict`` / ``from_dict`` / ``replace`` of a frozen, validated config dataclass stored
+    with a format version (ModelConfig here, ``tfviz.train.TrainConfig``)."""
+
+    FORMAT_VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "config"  # how messages name it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format_version": self.FORMAT_VERSION, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        if not isinstance(data, dict):
+            raise ValueError(f"a {cls.WHAT} must be a JSON object, not {type(data).__name__}")
+        data = dict(data)
+        version = data.pop("format_version", cls.FORMAT_VERSION)
+        if version != cls.FORMAT_VERSION:
+            raise ValueError(f"{cls.WHAT} format_version={version!r} is not supported "
+                             f"(this tfviz reads version {cls.FORMAT_VERSION})")
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown {cls.WHAT} field(s): {', '.join(unknown)}")
+        return cls(**data)
+
+    def replace(self, **changes: Any):
+        return dataclasses.replace(self, **changes)
+
+
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(VersionedConfig):
     """Everything needed to build a :class:`tfviz.Transformer`.
 
     ``n_kv_heads`` defaults to ``n_heads`` (multi-head attention); 1 gives multi-query attention;
@@ -74,6 +102,9 @@ class ModelConfig:
     rope_base: float = 10000.0
     t5_num_buckets: int = 32
     t5_max_distance: int = 128
+
+    FORMAT_VERSION: ClassVar[int] = CONFIG_FORMAT_VERSION
+    WHAT: ClassVar[str] = "model config"
 
     def __post_init__(self) -> None:
         # Fill derived defaults first, then validate every field.
@@ -150,27 +181,3 @@ class ModelConfig:
     def max_positions(self) -> int | None:
         """The longest sequence this model can run on (None = any length; learned: max_len)."""
         return self.scheme.max_positions(self)
-
-    # ------------------------------------------------------------------ (de)serialisation
-    def to_dict(self) -> dict[str, Any]:
-        return {"format_version": CONFIG_FORMAT_VERSION, **dataclasses.asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
-        if not isinstance(data, dict):
-            raise ValueError(f"a model config must be a JSON object, not {type(data).__name__}")
-        data = dict(data)
-        version = data.pop("format_version", CONFIG_FORMAT_VERSION)
-        if version != CONFIG_FORMAT_VERSION:
-            raise ValueError(
-                f"model config format_version={version!r} is not supported "
-                f"(this tfviz reads version {CONFIG_FORMAT_VERSION})"
-            )
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown model config field(s): {', '.join(unknown)}")
-        return cls(**data)
-
-    def replace(self, **changes: Any) -> "ModelConfig":
-        return dataclasses.replace(self, **changes)

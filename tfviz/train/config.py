@@ -5,12 +5,13 @@ on (``TrainConfig(lr=0)`` -> "lr=0 must be above 0 ...") instead of as a silent 
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-TRAIN_CONFIG_FORMAT_VERSION = 1
+from ..model.config import VersionedConfig
+
+TRAIN_CONFIG_FORMAT_VERSION = 1  # of TrainConfig.to_dict()
 SCHEDULES = ("cosine", "inverse_sqrt", "constant")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MAX_LR = 1.0  # above this AdamW diverges on anything we train; almost surely a typo (e.g. 3 for 3e-3)
@@ -30,7 +31,7 @@ def _num(name: str, value: Any) -> float:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(VersionedConfig):
     """How to train (the model itself is described by :class:`tfviz.ModelConfig`).
 
     steps            optimizer steps in total (a resumed run continues up to this number)
@@ -74,6 +75,9 @@ class TrainConfig:
     bf16: bool | None = None
     num_threads: int | None = None
 
+    FORMAT_VERSION: ClassVar[int] = TRAIN_CONFIG_FORMAT_VERSION
+    WHAT: ClassVar[str] = "train config"
+
     def __post_init__(self) -> None:
         _int("steps", self.steps, 1, 10_000_000)
         _int("batch_size", self.batch_size, 1, 65_536)
@@ -111,23 +115,3 @@ class TrainConfig:
     @property
     def clip(self) -> float | None:
         return self.grad_clip or None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"format_version": TRAIN_CONFIG_FORMAT_VERSION, **dataclasses.asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
-        if not isinstance(data, dict):
-            raise ValueError(f"a train config must be a JSON object, not {type(data).__name__}")
-        data = dict(data)
-        version = data.pop("format_version", TRAIN_CONFIG_FORMAT_VERSION)
-        if version != TRAIN_CONFIG_FORMAT_VERSION:
-            raise ValueError(f"train config format_version={version!r} is not supported "
-                             f"(this tfviz reads version {TRAIN_CONFIG_FORMAT_VERSION})")
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown train config field(s): {', '.join(unknown)}")
-        return cls(**data)
-
-    def replace(self, **changes: Any) -> "TrainConfig":
-        return dataclasses.replace(self, **changes)
