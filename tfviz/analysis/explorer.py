@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.hooks import hook_name, stack_layers
+from ..model.hooks import hook_name, parse_hook_name, stack_layers
 from ..recording import record
 from ..tasks.base import collate
 from ..tasks.coref import CATEGORIES
@@ -66,7 +66,8 @@ def sites(config) -> list[Site]:
 
 def is_attention_name(name: str) -> bool:
     """The recorded names the explorer needs: per-head attention internals of every layer."""
-    return name.rsplit(".", 1)[-1] in ATTN_HOOKS and (".attn." in name or ".cross_attn." in name)
+    where = parse_hook_name(name)
+    return where.attention is not None and where.hook.rsplit(".", 1)[-1] in ATTN_HOOKS
 
 
 def to_numpy(recording: Mapping) -> dict[str, np.ndarray]:
