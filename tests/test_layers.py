@@ -1,4 +1,4 @@
-"""The layering of docs/architecture.md, enforced: every import in tfviz/, ui/, pages/ and app.py —
+"""The layering of docs/architecture.md, enforced: every import in tfviz/, ui/, app_pages/ and app.py —
 module-level and inside functions — goes down the layers, never up, and never in a circle.
 
 A module's layer is its group's rank (below). An import may reach a lower rank, or its own group;
@@ -28,7 +28,7 @@ RANKS = {
     "tfviz.train": 4,    # training, and the checkpoint it writes (tfviz.train.checkpoint)
     "tfviz.publish": 5, "tfviz.zoo": 5, "tfviz.bench": 5,
     "tfviz.cli": 6, "tfviz.__main__": 7, "tfviz": 8,  # the package root exports the public API
-    "ui": 9, "pages": 10, "app": 10,
+    "ui": 9, "app_pages": 10, "app": 10,
 }
 FORBIDDEN_EXTERNAL = {
     "tfviz": ("streamlit",),
@@ -45,7 +45,7 @@ def module_name(path: Path) -> str:
 
 
 def sources() -> dict[str, Path]:
-    files = [*ROOT.glob("tfviz/**/*.py"), *ROOT.glob("ui/*.py"), *ROOT.glob("pages/*.py"), ROOT / "app.py"]
+    files = [*ROOT.glob("tfviz/**/*.py"), *ROOT.glob("ui/*.py"), *ROOT.glob("app_pages/*.py"), ROOT / "app.py"]
     return {module_name(p): p for p in files}
 
 
