@@ -78,7 +78,8 @@ if df is not None:
     for _, r in skipped.drop_duplicates(["n", "variant"]).iterrows():
         st.caption(f"n = {r['n']}, {r['variant']}: {r['skipped']}")
 else:
-    frame = analytic_frame(settings.ns, window, cs.HEADS, cs.D_HEAD, cs.BATCH, passes=(pass_,))
+    frame = analytic_frame(settings.ns, window, cs.HEADS, cs.D_HEAD, cs.BATCH, passes=(pass_,),
+                           device=dev)
     show(compact(analytic_figure(frame, "flops", pass_)), key="cost_flops", data=frame)
     show(compact(analytic_figure(frame, "bytes", pass_)), key="cost_bytes", data=frame)
 st.markdown("**Honest windows.** A window applied as a mask over the full n×n scores "

@@ -58,6 +58,11 @@ with left:
         number(t2, "Warmup steps", 0, 1_000_000, "warmup")
         number(t1, "Seed", 0, 2**31 - 1, "seed")
         t2.text_input("Name", key=P + "name", max_chars=60)
+        if ts.cuda_available():
+            t1.radio("Run on", list(ts.DEVICES), key=P + "device", format_func=ts.DEVICES.get,
+                     horizontal=True)
+            t2.checkbox("torch.compile", key=P + "compile",
+                        help="Fused GPU kernels; the first steps pay for compiling (tens of seconds)")
         if st.form_submit_button("Start training", type="primary", key=P + "start"):
             try:
                 task = ts.preset_task(pre)

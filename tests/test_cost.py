@@ -142,7 +142,7 @@ def test_attention_bench_smoke_and_figures(tmp_path):
     mem = memory_figure(df, pass_="fwd")
     assert "full-explicit not run at n = 256" in mem.layout.annotations[0].text
     assert bench_attention.main(["--n", "64", "--window", "16", "--heads", "2", "--d-head", "8",
-                                 "--repeats", "1", "--csv", str(tmp_path / "a.csv")]) == 0
+                                 "--repeats", "1", "--device", "cpu", "--csv", str(tmp_path / "a.csv")]) == 0
     assert len(pd.read_csv(tmp_path / "a.csv")) == 2 * 4
 
 

@@ -32,7 +32,7 @@ def test_two_cpu_processes_match_one(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     before = torch.get_num_threads()
     try:
-        assert main(["train", *ARGS, "--out", str(tmp_path / "one")]) == 0
+        assert main(["train", *ARGS, "--device", "cpu", "--out", str(tmp_path / "one")]) == 0
     finally:
         torch.set_num_threads(before)
     one, two = load_checkpoint(tmp_path / "one"), load_checkpoint(tmp_path / "two")

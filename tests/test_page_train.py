@@ -261,3 +261,20 @@ def test_failed_job_shows_its_error(models_dir) -> None:
                          owner=at.session_state["sid"], name="broken")
     poll(at, lambda a: a.error)
     assert any("Training failed" in e.value and "unknown task" in e.value for e in at.error)
+
+
+@pytest.mark.gpu
+def test_gpu_run_shows_mfu_memory_and_bf16(models_dir) -> None:
+    """On a CUDA machine: the device choice and the compile switch are offered, and a run on the
+    GPU shows tokens/s, MFU, GPU memory and bf16 beside the losses."""
+    at = open_train("induction")
+    assert at.radio(key="train_device").value == "cuda"
+    assert at.radio(key="train_device").options == ["GPU", "CPU"]
+    assert at.checkbox(key="train_compile").value is False
+    small_run(at, steps=24)
+    (job,) = my_jobs(at)
+    poll(at, lambda a: a.success)
+    assert job.spec["train_config"].device == "cuda"
+    labels = [m.label for m in at.metric]
+    assert {"Tokens/s", "MFU", "GPU memory", "bf16"} <= set(labels)
+    assert next(m for m in at.metric if m.label == "bf16").value == "on"

@@ -266,3 +266,59 @@ def test_infinite_gradient_norm_stops_before_the_update(monkeypatch):
     result = train(model, task, quick())
     assert result.status == "diverged" and "step 1: the gradient norm became inf" in result.message
     assert all(torch.equal(v, model.state_dict()[k].cpu()) for k, v in before.items())  # untouched (on any device)
+
+
+def test_compiled_training_has_no_graph_break(monkeypatch):
+    """TrainConfig(compile=True): the loop compiles the forward; with fullgraph=True any graph
+    break would raise. The eager backend traces with dynamo but skips code generation (fast)."""
+    real = torch.compile
+    calls = []
+
+    def fullgraph(model, **kw):
+        calls.append(model)
+        return real(model, backend="eager", fullgraph=True)
+
+    monkeypatch.setattr(torch, "compile", fullgraph)
+    torch._dynamo.reset()
+    task = copy_task()
+    result = train(build(task, pad_id=task.tokenizer.pad_id), task, quick(compile=True, device="cpu"))
+    assert calls and result.status == "done", result.message
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+
+
+def test_early_stopping_on_a_plateau():
+    task = copy_task()
+    # min_delta larger than any possible fall: every evaluation after the first is "no better"
+    result = train(build(task), task, quick(steps=40, eval_every=4, patience=2, min_delta=100.0))
+    assert result.status == "done" and result.step == 12, result.message
+    assert "stopped early at step 12 of 40" in result.message and "for 2 evaluations" in result.message
+    assert TrainConfig(patience=0).patience == 0
+    with pytest.raises(ValueError, match="eval_every"):
+        TrainConfig(patience=3, eval_every=0)
+    with pytest.raises(ValueError, match="compile"):
+        TrainConfig(compile="yes")
+
+
+def test_early_stopping_ends_with_the_best_weights(monkeypatch):
+    """Validation losses 1.0, 0.5, 0.8, 0.9 (every 4 steps), patience 2: the run stops at step 16
+    and ends with the weights it had at step 8, where the validation loss was best."""
+    from tfviz.train import loop
+
+    losses = iter([1.0, 0.5, 0.8, 0.9])
+    real = loop._Run.evaluate
+
+    def evaluate(self, split, max_examples):
+        out = real(self, split, max_examples)
+        return {**out, "loss": next(losses, 0.9)} if split == "validation" else out
+
+    monkeypatch.setattr(loop._Run, "evaluate", evaluate)
+    task = copy_task()
+    model, at_8 = build(task), {}
+
+    def keep(event):
+        if event.kind == "metrics" and event.step == 8:
+            at_8.update(_weights(model))
+
+    result = train(model, task, quick(steps=40, eval_every=4, patience=2), [keep])
+    assert result.step == 16 and "kept the weights of step 8" in result.message, result.message
+    assert all(torch.equal(v.cpu(), model.state_dict()[k].cpu()) for k, v in at_8.items())

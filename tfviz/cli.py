@@ -35,6 +35,7 @@ TRAIN_FLAGS = {  # flag -> type (same name as the TrainConfig field)
     "steps": int, "batch_size": int, "lr": float, "weight_decay": float, "warmup": int, "schedule": str,
     "label_smoothing": float, "grad_clip": float, "seed": int, "device": str, "log_every": int,
     "eval_every": int, "eval_examples": int, "snapshot_every": int, "checkpoint_every": int,
+    "patience": int, "min_delta": float,
 }
 
 
@@ -52,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     for flag, typ in TRAIN_FLAGS.items():
         t.add_argument("--" + flag.replace("_", "-"), type=typ, default=None)
     t.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None, help="bf16 autocast on CUDA")
+    t.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile the training forward (worth it on a GPU)")
     t.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: (cores - 1) / processes, at most 4)")
     t.add_argument("--out", help="checkpoint path (NAME or NAME.safetensors)")
@@ -102,8 +105,9 @@ class Progress:
 
 def _train(args, parser: argparse.ArgumentParser) -> int:
     given = {f: getattr(args, f) for f in TRAIN_FLAGS if getattr(args, f) is not None}
-    if args.bf16 is not None:
-        given["bf16"] = args.bf16
+    for flag in ("bf16", "compile"):
+        if getattr(args, flag) is not None:
+            given[flag] = getattr(args, flag)
     d = init_distributed(given.get("device", "auto"))
     # Small models gain little from many threads and lose a lot when threads outnumber free
     # cores (measured: 10x slower with 2 threads on a busy 2-core machine): default to

@@ -68,3 +68,27 @@ def use_bf16(setting: bool | None, device: torch.device) -> bool:
     if device.type != "cuda":
         return False
     return torch.cuda.is_bf16_supported() if setting is None else setting
+
+
+# Dense bf16 tensor-core peak, FLOP/s, from NVIDIA's datasheets (without sparsity), by a substring
+# of torch.cuda.get_device_name. First match wins: the more specific names come first.
+BF16_PEAK = (("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12), ("H200", 989e12),
+             ("GH200", 989e12), ("B200", 2250e12), ("A100", 312e12), ("L40S", 362e12),
+             ("L4", 121e12), ("A10G", 70e12), ("A10", 125e12), ("RTX 4090", 165e12),
+             ("RTX 3090", 71e12))
+
+
+def bf16_peak_flops(device: torch.device) -> float | None:
+    """The GPU's dense bf16 peak from its datasheet (``BF16_PEAK``), or None when unknown / no GPU:
+    the denominator of MFU (model FLOPs utilisation)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for key, peak in BF16_PEAK if key in name), None)
+
+
+def gpu_memory_gib(device: torch.device) -> float | None:
+    """Peak memory allocated on the GPU by tensors since the last reset, GiB (None off CUDA)."""
+    if device.type != "cuda":
+        return None
+    return torch.cuda.max_memory_allocated(device) / 2 ** 30

@@ -5,8 +5,8 @@
     rec.output                          # the logits of that same forward
 
 Only what ``names`` asks for is kept (a list of names, a predicate on the name, or None for all).
-Asking for scores or a pattern switches those layers to the explicit attention path. Hooks are
-removed in ``finally``, also when the forward raises.
+Asking for scores or a pattern switches those layers to the explicit attention path. The points'
+sinks are removed in ``finally``, also when the forward raises.
 """
 from __future__ import annotations
 
@@ -73,33 +73,48 @@ def _select(points: dict, names: Names) -> list[str]:
     return names
 
 
-def record(model: Transformer, *inputs: torch.Tensor, names: Names = None, **forward_kwargs) -> Recording:
+def record(model: Transformer, *inputs: torch.Tensor, names: Names = None, device: str | None = "cpu",
+           **forward_kwargs) -> Recording:
     """Run ``model(*inputs, **forward_kwargs)`` once in eval mode without gradients and return the
-    requested activations as detached CPU tensors."""
+    requested activations, detached.
+
+    ``device``: where the tensors end up, "cpu" by default. On a GPU they stay on the device
+    during the forward (no per-point host copy or sync) and go to the host afterwards as
+    asynchronous copies into pinned memory with one sync at the end; ``device=None`` keeps them
+    where the model computed them."""
     if not isinstance(model, Transformer):
         raise ValueError(f"record() needs a tfviz.Transformer, not {type(model).__name__}")
     points = model.hook_points()
     selected = _select(points, names)
     store: dict[str, torch.Tensor] = {}
-
-    def keep(name: str):
-        def hook(_module, _inputs, out):
-            store[name] = out.detach().to("cpu")
-        return hook
-
-    handles = []
     was_training = model.training
     try:
-        for name in selected:
-            handles.append(points[name].register_forward_hook(keep(name)))
-        model.eval()
+        for name in selected:  # a plain attribute: skip nn.Module.__setattr__'s bookkeeping
+            points[name].__dict__["sink"] = store
+        if was_training:  # (eval() and train() walk every module: only when needed)
+            model.eval()
         with torch.no_grad():
             output = model(*inputs, **forward_kwargs)
     finally:
-        for h in handles:
-            h.remove()
-        model.train(was_training)
-    return Recording(store, output.detach().to("cpu"))
+        for name in selected:
+            points[name].__dict__["sink"] = None
+        if was_training:
+            model.train()
+    output = output.detach()
+    if device is not None:
+        store, output = _to(store, device), _to({"": output}, device)[""]
+    return Recording(store, output)
+
+
+def _to(tensors: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor]:
+    """Every tensor to ``device``; from a GPU to the host as non-blocking copies (pinned memory)
+    followed by one synchronisation."""
+    device = torch.device(device)
+    on_gpu = any(t.is_cuda for t in tensors.values())
+    out = {k: t.to(device, non_blocking=on_gpu and device.type == "cpu") for k, t in tensors.items()}
+    if on_gpu and device.type == "cpu":
+        torch.cuda.synchronize()
+    return out
 
 
 def positional_tables(model: Transformer, n: int | None = None) -> dict[str, torch.Tensor]:

@@ -35,7 +35,9 @@ def preset_task(pre):
 
 
 FORM_KEYS = ("task", "preset", "arch", "pos", "d_model", "n_layers", "n_heads", "attn_kind",
-             "n_kv_heads", "window", "attn_only", "steps", "batch_size", "lr", "warmup", "seed", "name")
+             "n_kv_heads", "window", "attn_only", "steps", "batch_size", "lr", "warmup", "seed", "name",
+             "device", "compile")
+DEVICES = {"cuda": "GPU", "cpu": "CPU"}  # the Train page's choice when a CUDA GPU is there
 
 
 def preset_values(task: str, label: str = CPU) -> dict:
@@ -48,7 +50,8 @@ def preset_values(task: str, label: str = CPU) -> dict:
                 n_kv_heads=max(1, m["n_heads"] // 2), window=m.get("window") or 0,
                 attn_only=m.get("attn_only", False), steps=t.steps, batch_size=t.batch_size,
                 lr=t.lr, warmup=t.warmup, seed=t.seed,
-                name=f"{task}-{m['pos']}-{time.strftime('%H%M%S')}")
+                name=f"{task}-{m['pos']}-{time.strftime('%H%M%S')}",
+                device="cuda" if cuda_available() else "cpu", compile=t.compile)
 
 
 def form(default_task: str = "coref") -> dict:
@@ -97,6 +100,8 @@ def configs_from_form(task):
     model["n_kv_heads"] = {"MHA": model["n_heads"], "MQA": 1}.get(kind, model["n_kv_heads"])
     pre = current_preset()
     train = {**pre.train.to_dict(), **{k: ss[P + k] for k in TRAIN_KEYS}}
+    if cuda_available():  # the device choice and the compile switch exist only then
+        train.update({k: ss[P + k] for k in ("device", "compile") if P + k in ss})
     train["snapshot_every"] = max(1, train["steps"] // 20)
     train["eval_every"] = max(1, min(train["eval_every"], train["steps"] // 4 or 1))
     return build_configs(task, model, train)
@@ -174,6 +179,15 @@ def metrics(job, s) -> None:
     c[3].metric("Tokens/s", f"{latest['tokens_per_s']:,.0f}" if latest else "–")
     c[4].metric("ETA", seconds(latest.get("eta")) if s.state == "running" else "–")
     c[5].metric("Device", device_of(job))
+    if "gpu_memory_gib" in latest:  # trained on a CUDA GPU
+        g = st.columns(3)
+        mfu = latest.get("mfu")
+        g[0].metric("MFU", "–" if mfu is None else f"{mfu:.1%}",
+                    help="model FLOPs utilisation: the training FLOPs done per second over the GPU's "
+                         "bf16 peak (its datasheet figure); – when bf16 is off or the GPU is unknown")
+        g[1].metric("GPU memory", f"{latest['gpu_memory_gib']:.2f} GiB",
+                    help="the most memory tensors took on the GPU since the previous update")
+        g[2].metric("bf16", "on" if latest.get("bf16") else "off", help="bfloat16 autocast")
 
 
 def _choice(where, label: str, options: list, key: str):

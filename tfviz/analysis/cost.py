@@ -93,3 +93,24 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, pos: int, batch:
 def scaling_exponent(n_small: int, value_small: float, n_large: int, value_large: float) -> float:
     """Slope on a log-log plot: log(v2/v1) / log(n2/n1) — 1 for linear, 2 for quadratic."""
     return math.log(value_large / value_small) / math.log(n_large / n_small)
+
+
+def train_flops_per_token(model, seq_len: int) -> float:
+    """Training FLOPs per token of a transformer, as nanoGPT's ``estimate_mfu`` and PaLM
+    (Chowdhery et al. 2022, appendix B) count them: 6·N + 12·L·H·d_head·T.
+
+    N = parameters that multiply (every weight except position tables, and except the token
+    embedding unless it doubles as the unembedding); 6 = 2 (multiply-add) × 3 (forward, and a
+    backward twice as costly). 12·L·H·d_head·T: the attention scores and weighted values of a
+    length-T sequence, counted in full (no causal halving), as in the reference formula. Used for
+    MFU only: the same formula for tfviz and the reference it is compared with."""
+    cfg = model.config
+    skip = set()
+    for name, module in model.named_modules():
+        if name.endswith("pos.table"):
+            skip.add(id(module.weight))
+    if not cfg.tie_embeddings:
+        skip.add(id(model.embed.weight))
+    n = sum(p.numel() for p in model.parameters() if id(p) not in skip)
+    layers = cfg.n_layers * (3 if cfg.arch == "encoder-decoder" else 1)  # + decoder cross-attention
+    return 6.0 * n + 12.0 * layers * cfg.n_heads * cfg.d_head * seq_len

@@ -1,9 +1,9 @@
-"""python -m tfviz.bench {model,attention,kvcache} [options]"""
+"""python -m tfviz.bench {model,attention,kvcache,presets} [options]"""
 import importlib
 import sys
 
 COMMANDS = {"model": "tfviz.bench.model", "attention": "tfviz.bench.attention",
-            "kvcache": "tfviz.bench.kvcache"}
+            "kvcache": "tfviz.bench.kvcache", "presets": "tfviz.bench.presets"}
 
 
 def main(argv: list[str] | None = None) -> int:

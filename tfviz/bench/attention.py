@@ -9,8 +9,9 @@ layer's methods (its projections are not run, so only attention itself is timed)
   window-masked   ``Attention._sdpa`` on a window mask (``impl="sdpa"``): SDPA given an n×n window
                   mask — a "sliding window" that costs as much as full attention
   window-banded   ``tfviz.model.banded.banded_attention`` (what the model runs for a window):
-                  only the band is computed
-  window-flex     (CUDA only) FlexAttention with a cached block mask
+                  only the band is computed; on CUDA that is compiled FlexAttention
+                  (``tfviz.model.flex``), on a CPU chunks of SDPA
+  window-chunked  (CUDA only) ``banded.chunked_attention``: the CPU's chunked-SDPA band on the GPU
 For each n every variant runs ``--repeats`` times, interleaved (the order rotates each repeat, so
 drifting machine load hits all alike): forward under ``no_grad`` and forward+backward; the median is
 reported. Then peak memory, once per variant and pass (method: ``tfviz.bench.measure``). A variant
@@ -42,13 +43,13 @@ import torch
 from ..analysis.cost import attention_bytes, attention_flops
 from ..model import ModelConfig
 from ..model.attention import Attention, AttnContext
-from ..model.banded import banded_attention, flex_available, flex_banded_attention
+from ..model.banded import banded_attention, chunked_attention, flex_available
 from ..model.masks import MaskSpec
 from .measure import peak_bytes, timed
 
-VARIANTS = ("full-explicit", "full-sdpa", "window-masked", "window-banded", "window-flex")
+VARIANTS = ("full-explicit", "full-sdpa", "window-masked", "window-banded", "window-chunked")
 KERNEL = {"full-explicit": "explicit", "full-sdpa": "fused", "window-masked": "masked",
-          "window-banded": "fused", "window-flex": "fused"}
+          "window-banded": "fused", "window-chunked": "fused"}
 GIB, MIB = 2 ** 30, 2 ** 20
 
 
@@ -83,13 +84,19 @@ def make_variant(name: str, window: int, causal: bool):
         "full-sdpa": lambda q, k, v: sdpa_attention(q, k, v, full),
         "window-masked": lambda q, k, v: sdpa_attention(q, k, v, win),
         "window-banded": lambda q, k, v: banded_attention(q, k, v, window, causal),
-        "window-flex": lambda q, k, v: flex_banded_attention(q, k, v, window, causal),
+        "window-chunked": lambda q, k, v: chunked_attention(q, k, v, window, causal),
     }[name]
+
+
+def default_variants(variants, device) -> list[str]:
+    """``variants`` or all; "window-chunked" only on CUDA (on a CPU it is what window-banded runs)."""
+    gpu = torch.device(device).type == "cuda" and flex_available()
+    return [v for v in (variants or VARIANTS) if v != "window-chunked" or gpu]
 
 
 def _growth(name: str) -> int:
     """How a variant's time grows with n: 1 for the band, 2 for anything over n×n."""
-    return 1 if name in ("window-banded", "window-flex") else 2
+    return 1 if name in ("window-banded", "window-chunked") else 2
 
 
 def _passes(fn, q, k, v, grad):
@@ -120,7 +127,7 @@ def run(ns, window=128, heads=4, d_head=64, batch=1, causal=True, repeats=3, var
     are kept cheapest first while the predicted total fits in what is left of the limit, and
     the others are skipped with the reason (like the memory budget). The first n always runs.
     """
-    variants = [v for v in (variants or VARIANTS) if v != "window-flex" or flex_available()]
+    variants = default_variants(variants, device)
     passes = [p for p in PASSES if p in passes]
     if not passes:
         raise ValueError("passes must include 'fwd' and/or 'fwd+bwd'")
@@ -177,7 +184,9 @@ def run(ns, window=128, heads=4, d_head=64, batch=1, causal=True, repeats=3, var
         for name in live:
             fns = _passes(make_variant(name, window, causal), q, k, v, grad)
             times[name] = {p: fns[p] for p in passes}
-            fns["fwd"]()  # warm-up: first-call costs (kernel choice, lazy init) are not timed
+            # warm-up: first-call costs (kernel choice, lazy init; on a GPU each pass's compilation)
+            for p in (passes if torch.device(device).type == "cuda" else ["fwd"]):
+                fns[p]()
         tick(1, f"n = {n}: warmed up")
         samples = {(name, p): [] for name in live for p in passes}
         for r in range(repeats):
@@ -213,9 +222,9 @@ def run(ns, window=128, heads=4, d_head=64, batch=1, causal=True, repeats=3, var
 
 
 def analytic_frame(ns, window=128, heads=4, d_head=64, batch=1, causal=True, variants=None,
-                   dtype_bytes=4, passes=PASSES) -> pd.DataFrame:
+                   dtype_bytes=4, passes=PASSES, device="cpu") -> pd.DataFrame:
     """The same rows as ``run`` on paper only: n, variant, pass, flops, bytes_analytic, skipped=""."""
-    variants = [v for v in (variants or VARIANTS) if v != "window-flex" or flex_available()]
+    variants = default_variants(variants, device)
     return pd.DataFrame([
         dict(n=n, variant=name, **{"pass": p},
              flops=attention_flops(n, window if name.startswith("window") else None, heads, d_head,
@@ -315,10 +324,14 @@ def _value(df, n, variant, column, pass_="fwd+bwd"):
     return float(sel.iloc[0][column])
 
 
-def targets(df: pd.DataFrame, n_at: int = 8192, doubling=(2048, 4096, 8192, 16384)) -> list[tuple]:
+def targets(df: pd.DataFrame, n_at: int = 8192, doubling=(2048, 4096, 8192, 16384), *,
+            gpu: bool = False, gpu_at: int = 65536, gpu_max_n: int = 131072) -> list[tuple]:
     """The issue's targets on fwd+bwd rows, each as (what, ratio or None, ">=" / "<=", threshold,
     "PASS" / "FAIL" / "n/a", the same ratio in process CPU time or None). PASS/FAIL is judged on
-    the median wall time, as specified; the CPU-time ratio is printed beside it as evidence."""
+    the median wall time, as specified; the CPU-time ratio is printed beside it as evidence.
+    ``gpu``: the CUDA targets instead (window-banded reaches ``gpu_max_n``; at ``gpu_at`` it is
+    >= 20x faster than flash SDPA on the causal mask; time and peak grow <= 2.3x per doubling of n
+    from 8192 up)."""
     out = []
 
     def ratio(num, den, col):
@@ -332,6 +345,17 @@ def targets(df: pd.DataFrame, n_at: int = 8192, doubling=(2048, 4096, 8192, 1638
         out.append((what, value, op, threshold, "n/a" if ok is None else ("PASS" if ok else "FAIL"), cpu))
 
     banded, explicit, sdpa = "window-banded", "full-explicit", "full-sdpa"
+    if gpu:  # the GPU targets: bf16 FlexAttention to n = 131072, linear from 8192 up
+        last = _value(df, gpu_max_n, banded, "time_s")
+        out.append((f"window-banded runs at n={gpu_max_n}", None if last is None else 1.0, ">=", 1,
+                    "n/a" if last is None else "PASS", None))
+        check(f"n={gpu_at} time: full-sdpa / window-banded", (gpu_at, sdpa), (gpu_at, banded),
+              "time_s", ">=", 20)
+        ns = [n for n in sorted(set(df["n"])) if n >= 8192]
+        for a, b in zip(ns, ns[1:]):
+            check(f"window-banded time  {a}->{b}", (b, banded), (a, banded), "time_s", "<=", 2.3)
+            check(f"window-banded peak  {a}->{b}", (b, banded), (a, banded), "peak_bytes", "<=", 2.3)
+        return out
     check(f"n={n_at} time: full-explicit / window-banded", (n_at, explicit), (n_at, banded),
           "time_s", ">=", 30)
     check(f"n={n_at} time: full-sdpa / window-banded", (n_at, sdpa), (n_at, banded), "time_s", ">=", 5)
@@ -379,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     budget = a.mem_budget_gib
     if budget is None:
         budget = 8.0 if a.device == "cpu" else torch.cuda.get_device_properties(0).total_memory / GIB / 2
+    where = machine(a.device)  # before the run: the load average is the machine's, not ours
+    print(f"{where['name']}; torch {where['torch']}; {where['measured_at']}")
     print(f"attention benchmark: device={a.device} threads={torch.get_num_threads()} dtype={a.dtype} "
           f"batch={a.batch} heads={a.heads} d_head={a.d_head} window={a.window} "
           f"{'bidirectional' if a.bidirectional else 'causal'} repeats={a.repeats} n={ns}")
@@ -387,11 +413,10 @@ def main(argv: list[str] | None = None) -> int:
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(default)')}")
     if load > (os.cpu_count() or 1) and "OMP_WAIT_POLICY" not in os.environ:
         print("  the machine is busy: timings will be noisy; consider OMP_WAIT_POLICY=PASSIVE")
-    where = machine(a.device)  # before the run: the load average is the machine's, not ours
     df = run(ns, a.window, a.heads, a.d_head, a.batch, not a.bidirectional, a.repeats, a.variants,
              a.device, getattr(torch, a.dtype), budget)
     print("\n" + table(df) + "\n")
-    print(format_targets(targets(df)))
+    print(format_targets(targets(df, gpu=torch.device(a.device).type == "cuda")))
     if a.csv:
         df.to_csv(a.csv, index=False)
         policy = os.environ.get("OMP_WAIT_POLICY")

@@ -1,12 +1,16 @@
 """python -m tfviz.bench model — tfviz's transformer against a minimal reference, same process.
 
-Shape: nanoGPT's shakespeare-char model (decoder, 6 layers, 6 heads, d_model 384, block 256,
-batch 12, vocab 65, learned positions, GELU, pre-norm, tied embeddings, dropout 0).
-Two measurements, each as a ratio with the variants interleaved rep by rep (so drift in machine
-load hits both) and the median taken:
-  1. train step (forward + cross-entropy + backward): tfviz fast path / reference (plain PyTorch +
-     SDPA) holding tfviz's exact weights (``copy_weights``; logits checked equal)
-  2. full recording (every hook point, B=1, no_grad) / tfviz fast path forward, at T=256 and T=1024
+Shapes (``--shapes``): nanoGPT's shakespeare-char model (decoder, 6 layers, 6 heads, d_model 384,
+block 256, batch 12, vocab 65) and GPT-2 small (12 layers, 12 heads, d_model 768, block 1024,
+batch 16, vocab 50257); both with learned positions, GELU, pre-norm, tied embeddings, dropout 0.
+Each measurement is a ratio with the variants interleaved rep by rep (so drift in machine load
+hits both) and the median taken:
+  1. train step (forward + cross-entropy + backward + AdamW, fused on CUDA): tfviz fast path /
+     reference (plain PyTorch + SDPA) holding tfviz's exact weights (``copy_weights``; logits
+     checked equal); eager, and on CUDA also both under torch.compile (GPT-2 shape). On CUDA the
+     MFU of both against the GPU's datasheet bf16 peak (and the measured matmul peak for scale).
+  2. full recording (every hook point, B=1, no_grad) / tfviz fast path forward, at T=256 and T=1024;
+     on CUDA kept on the GPU (the target) and with the copy to the host beside it.
 """
 from __future__ import annotations
 
@@ -14,11 +18,14 @@ import argparse
 import statistics
 import time
 from contextlib import nullcontext
+from datetime import datetime, timezone
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..analysis.cost import train_flops_per_token
+from ..device import bf16_peak_flops
 from ..model import ModelConfig
 from ..model import Transformer
 from ..recording import record
@@ -72,10 +79,22 @@ def copy_weights(ours: Transformer, ref: Reference) -> None:
             r.load_state_dict(o.state_dict())
 
 
+SHAPES = {  # name: (vocab, d_model, heads, layers, block, batch)
+    "nanogpt": (65, 384, 6, 6, 256, 12),     # shakespeare-char
+    "gpt2": (50257, 768, 12, 12, 1024, 16),  # GPT-2 small
+}
+
+
+def gpt_config(vocab: int, d: int, heads: int, layers: int, block: int) -> ModelConfig:
+    """tfviz's config of the reference's architecture (GPT-2: learned positions, GELU, pre-norm,
+    tied embeddings, biases, no dropout)."""
+    return ModelConfig(arch="decoder", vocab_size=vocab, d_model=d, n_heads=heads, n_layers=layers,
+                       d_ff=4 * d, max_len=block, pos="learned", norm="pre", activation="gelu",
+                       dropout=0.0, tie_embeddings=True, pad_id=None)
+
+
 def nanogpt_config(max_len: int = 256) -> ModelConfig:
-    return ModelConfig(arch="decoder", vocab_size=65, d_model=384, n_heads=6, n_layers=6, d_ff=1536,
-                       max_len=max_len, pos="learned", norm="pre", activation="gelu", dropout=0.0,
-                       tie_embeddings=True, pad_id=None)
+    return gpt_config(65, 384, 6, 6, max_len)
 
 
 def _sync(device: torch.device) -> None:
@@ -102,32 +121,61 @@ def _interleave(fns: dict, reps: int, warmup: int, device) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def bench_train_step(device, dtype, batch: int, block: int, reps: int, warmup: int) -> dict:
-    cfg = nanogpt_config(block)
-    ours = Transformer(cfg).to(device)
-    ref = Reference(65, 384, 6, 6, block).to(device)
+def matmul_peak(device, dtype=torch.bfloat16, n: int = 8192, reps: int = 20) -> float:
+    """Measured FLOP/s of one large square matrix product (the practical ceiling)."""
+    g = torch.Generator(device=device).manual_seed(0)
+    a, b = (torch.randn(n, n, device=device, dtype=dtype, generator=g) for _ in range(2))
+    for _ in range(3):
+        a @ b
+    t = statistics.median(_timed(lambda: a @ b, device) for _ in range(reps))
+    return 2 * n ** 3 / t
+
+
+def bench_train_step(device, dtype, batch: int, block: int, reps: int, warmup: int,
+                     shape: str = "nanogpt", compile: bool = False) -> dict:
+    """One optimizer step (forward, cross-entropy, backward, AdamW; fused on CUDA) of tfviz's fast
+    path and of the reference holding the same weights; ``compile``: both through torch.compile
+    (tfviz's input checks run eagerly in ``prepare``, as in ``tfviz.train``)."""
+    vocab, d, heads, layers, _, _ = SHAPES[shape]
+    ours = Transformer(gpt_config(vocab, d, heads, layers, block)).to(device)
+    ref = Reference(vocab, d, heads, layers, block).to(device)
     copy_weights(ours, ref)
     g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 65, (batch, block), generator=g).to(device)
-    y = torch.randint(0, 65, (batch, block), generator=g).to(device)
+    x = torch.randint(0, vocab, (batch, block), generator=g).to(device)
+    y = torch.randint(0, vocab, (batch, block), generator=g).to(device)
     with torch.no_grad():  # same shapes, same weights, same math: the same logits
         torch.testing.assert_close(ours(x[:1]).float(), ref(x[:1]).float(), atol=1e-3, rtol=1e-3)
     amp = torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else nullcontext()
+    fused = device.type == "cuda"
+    ours_fwd = torch.compile(ours) if compile else ours
+    ref_fwd = torch.compile(ref) if compile else ref
 
-    def step(model):
+    def step(model, forward, prepared: bool):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+
         def run():
             with amp:
-                loss = F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+                logits = forward(x, pads=model.prepare(x)) if prepared else forward(x)
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
             loss.backward()
-            model.zero_grad(set_to_none=True)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         return run
 
-    t = _interleave({"reference": step(ref), "tfviz": step(ours)}, reps, warmup, device)
-    return {**t, "ratio": t["tfviz"] / t["reference"],
-            "tokens_per_s": batch * block / t["tfviz"]}
+    t = _interleave({"reference": step(ref, ref_fwd, False), "tfviz": step(ours, ours_fwd, True)},
+                    reps, warmup + (2 if compile else 0), device)
+    flops = train_flops_per_token(ours, block) * batch * block  # one formula for both models
+    out = {**t, "ratio": t["tfviz"] / t["reference"], "tokens_per_s": batch * block / t["tfviz"],
+           "flops_per_step": flops}
+    del ours, ref, ours_fwd, ref_fwd
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
 
 
 def bench_recording(device, dtype, T: int, reps: int, warmup: int) -> dict:
+    """Full recording (every hook point, B=1) against the fast-path forward: kept on the device
+    (``record(..., device=None)``) and moved to the host (the default)."""
     model = Transformer(nanogpt_config(max(T, 256))).to(device).eval()
     x = torch.randint(0, 65, (1, T), generator=torch.Generator().manual_seed(1)).to(device)
     amp = torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else nullcontext()
@@ -138,10 +186,19 @@ def bench_recording(device, dtype, T: int, reps: int, warmup: int) -> dict:
 
     def rec():
         with amp:
+            record(model, x, device=None)
+
+    def rec_host():
+        with amp:
             record(model, x)
 
-    t = _interleave({"fast": fast, "record": rec}, reps, warmup, device)
-    return {**t, "ratio": t["record"] / t["fast"], "T": T}
+    fns = {"fast": fast, "record": rec}
+    if device.type == "cuda":
+        fns["record_to_cpu"] = rec_host
+    t = _interleave(fns, reps, warmup, device)
+    n_bytes = sum(v.numel() * v.element_size() for v in record(model, x, device=None).values())
+    return {**t, "ratio": t["record"] / t["fast"], "T": T, "bytes": n_bytes,
+            "ratio_to_cpu": t.get("record_to_cpu", t["record"]) / t["fast"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,34 +207,61 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16"], default=None,
                    help="default: bf16 autocast on CUDA, fp32 on CPU")
-    p.add_argument("--batch", type=int, default=12)
-    p.add_argument("--block", type=int, default=256)
+    p.add_argument("--shapes", default=None,
+                   help="comma-separated of nanogpt, gpt2 (default: both on CUDA, nanogpt on CPU)")
+    p.add_argument("--batch", type=int, default=None, help="default: the shape's (nanogpt 12, gpt2 16)")
+    p.add_argument("--block", type=int, default=None, help="default: the shape's (256, 1024)")
+    p.add_argument("--compile", choices=["none", "gpt2", "all"], default=None,
+                   help="also time both models under torch.compile (default: gpt2 on CUDA, none on CPU)")
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--record-lengths", default="256,1024")
     args = p.parse_args(argv)
     device = torch.device(args.device)
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[
-        args.dtype or ("bf16" if device.type == "cuda" else "fp32")]
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"device: {name}; dtype: {str(dtype).removeprefix('torch.')}; torch {torch.__version__}")
+    cuda = device.type == "cuda"
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype or ("bf16" if cuda else "fp32")]
+    shapes = (args.shapes or ("nanogpt,gpt2" if cuda else "nanogpt")).split(",")
+    compiled = args.compile or ("gpt2" if cuda else "none")
+    name = torch.cuda.get_device_name(device) if cuda else f"CPU, {torch.get_num_threads()} threads"
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    print(f"device: {name}; dtype: {str(dtype).removeprefix('torch.')}; torch {torch.__version__}; {when}")
     torch.manual_seed(0)
+    peak = bf16_peak_flops(device) if dtype == torch.bfloat16 else None
+    if cuda:
+        measured = matmul_peak(device, dtype)
+        print(f"{str(dtype).removeprefix('torch.')} peak: datasheet (dense) "
+              f"{'unknown' if peak is None else f'{peak / 1e12:.0f} TFLOP/s'}; measured 8192^3 matmul "
+              f"{measured / 1e12:.0f} TFLOP/s. MFU below is against the datasheet figure "
+              f"(FLOPs per token: 6N + 12·L·H·d_head·T, tfviz.analysis.cost.train_flops_per_token)")
 
-    r = bench_train_step(device, dtype, args.batch, args.block, args.reps, args.warmup)
-    print(f"\ntrain step (fwd+bwd), batch {args.batch} x block {args.block}, median of {args.reps} interleaved reps")
-    print(f"  reference (plain PyTorch + SDPA)  {r['reference'] * 1e3:9.1f} ms")
-    print(f"  tfviz fast path                   {r['tfviz'] * 1e3:9.1f} ms   ({r['tokens_per_s']:,.0f} tokens/s)")
-    ok = r["ratio"] <= 1.05
-    print(f"  ratio tfviz / reference           {r['ratio']:9.3f}   target <= 1.05  {'PASS' if ok else 'FAIL'}")
+    all_ok = True
+    for shape in shapes:
+        _, _, _, _, block0, batch0 = SHAPES[shape]
+        batch, block = args.batch or batch0, args.block or block0
+        for comp in ((False, True) if compiled == "all" or compiled == shape else (False,)):
+            r = bench_train_step(device, dtype, batch, block, args.reps, args.warmup, shape, comp)
+            how = "torch.compile" if comp else "eager"
+            print(f"\n{shape}: train step (fwd + loss + bwd + AdamW), batch {batch} x block {block}, {how}, "
+                  f"median of {args.reps} interleaved reps")
+            for key, label in (("reference", "reference (plain PyTorch + SDPA)"), ("tfviz", "tfviz fast path")):
+                mfu = "" if peak is None else f"  MFU {r['flops_per_step'] / r[key] / peak:6.1%}"
+                print(f"  {label:<34}{r[key] * 1e3:9.1f} ms  ({batch * block / r[key]:>12,.0f} tokens/s){mfu}")
+            ok = r["ratio"] <= 1.05
+            all_ok &= ok
+            print(f"  ratio tfviz / reference           {r['ratio']:9.3f}   target <= 1.05  {'PASS' if ok else 'FAIL'}")
 
-    all_ok = ok
     print("\nfull recording (all hook points, B=1, no_grad) vs fast path forward")
     for T in (int(t) for t in args.record_lengths.split(",")):
         r = bench_recording(device, dtype, T, args.reps, args.warmup)
         target = 1.15 if T <= 256 else 1.5
         ok = r["ratio"] <= target
         all_ok &= ok
-        print(f"  T={T:5d}  fast {r['fast'] * 1e3:8.1f} ms  record {r['record'] * 1e3:8.1f} ms  "
+        where = " (kept on the GPU)" if cuda else ""
+        print(f"  T={T:5d}  fast {r['fast'] * 1e3:8.2f} ms  record{where} {r['record'] * 1e3:8.2f} ms  "
               f"ratio {r['ratio']:.3f}  target <= {target}  {'PASS' if ok else 'FAIL'}")
+        if cuda:
+            bw = r["bytes"] / max(r["record_to_cpu"] - r["record"], 1e-9) / 1e9
+            print(f"          + copy of {r['bytes'] / 2 ** 20:.0f} MiB to the host: record {r['record_to_cpu'] * 1e3:8.2f} ms"
+                  f"  ratio {r['ratio_to_cpu']:.3f} (no target; ~{bw:.1f} GB/s for the copy)")
     print("\nall targets met" if all_ok else "\nsome targets missed")
     return 0

@@ -35,9 +35,11 @@ IMPLS = ("auto", "explicit", "sdpa", "banded")  # "banded": the window kernel ev
 class AttnContext:
     """What every layer of a stack shares in one forward: computed once, reused by each layer.
 
-    The positional score bias (ALiBi, T5) is kept as a function of (q_pos, k_pos): the banded
-    window kernel asks it for the band only, so a long windowed sequence never materialises an
-    n x n bias; the other paths ask for the full [head, q_pos, k_pos] tensor once (``bias``).
+    The positional score bias (ALiBi, T5) is kept as functions: ``bias_fn(q_pos, k_pos)`` ->
+    [head, q_pos, k_pos] and the scheme's ``score_mod``. The banded window kernel asks for the
+    band only (on the GPU, FlexAttention evaluates ``score_mod`` per computed score), so
+    a long windowed sequence never materialises an n x n bias; the other paths ask for the full
+    [head, q_pos, k_pos] tensor once (``bias``).
     """
 
     mask: MaskSpec
@@ -46,6 +48,7 @@ class AttnContext:
     q_pos: torch.Tensor | None = None  # absolute positions of the queries [q_pos]
     k_pos: torch.Tensor | None = None  # ... and of the keys [k_pos]
     rotate: Callable = apply_rotary  # the scheme's way of applying (cos, sin) to q and k
+    score_mod: Callable | None = None  # the same bias as a FlexAttention score_mod (ALiBi, T5)
     _memo: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -101,6 +104,9 @@ class Attention(nn.Module):
             self.add_module(hook, HookPoint())
         self.hook_attn_scores, self.hook_pattern = HookPoint(), HookPoint()
         self.hook_z, self.hook_out = HookPoint(), HookPoint()
+        # The points that need the explicit path when recorded (a plain tuple: not submodules twice)
+        self._score_hooks = tuple(getattr(self, n) for n in ("hook_attn_scores", "hook_pattern", "hook_pos_bias")
+                                  if hasattr(self, n))
 
     # ---------------------------------------------------------------------------------------
     def _project(self, x: torch.Tensor, memory: torch.Tensor | None):
@@ -120,10 +126,7 @@ class Attention(nn.Module):
     def _wants_explicit(self) -> bool:
         if self.impl == "explicit":
             return True
-        return self.impl == "auto" and (
-            self.hook_attn_scores.active or self.hook_pattern.active
-            or (hasattr(self, "hook_pos_bias") and self.hook_pos_bias.active)
-        )
+        return self.impl == "auto" and any(h.active for h in self._score_hooks)
 
     def forward(self, x: torch.Tensor, ctx: AttnContext, memory: torch.Tensor | None = None,
                 cache: LayerKV | None = None) -> torch.Tensor:
@@ -151,7 +154,7 @@ class Attention(nn.Module):
             z = self._explicit(q, k, v, ctx)
         elif self.impl != "sdpa" and use_banded(ctx.mask, q.shape[2], k.shape[2], self.impl == "banded"):
             z = banded_attention(q, k, v, ctx.mask.window, ctx.mask.causal, bias=ctx.bias_fn,
-                                 key_is_pad=ctx.mask.key_is_pad,
+                                 score_mod=ctx.score_mod, key_is_pad=ctx.mask.key_is_pad,
                                  dropout_p=self.dropout if self.training else 0.0)
         else:
             z = self._sdpa(q, k, v, ctx)
@@ -160,10 +163,12 @@ class Attention(nn.Module):
 
     # ---------------------------------------------------------------------------------------
     def _explicit(self, q, k, v, ctx: AttnContext) -> torch.Tensor:
-        group = self.n_heads // self.n_kv_heads
-        if group > 1:  # query head h reads kv head h // group
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # [batch, head, q_pos, k_pos]
+        B, H, T, d = q.shape
+        S, Hkv = k.shape[2], k.shape[1]
+        # Query head h reads kv head h // group. Heads kv*group .. kv*group + group-1 are stacked
+        # along the query axis, so each kv head's keys are read once (no repeat_interleave copy).
+        qg = q.reshape(B, Hkv, (H // Hkv) * T, d)
+        scores = (qg @ k.transpose(-2, -1)).view(B, H, T, S) / math.sqrt(self.d_head)  # [batch, head, q_pos, k_pos]
         if ctx.bias_fn is not None:
             self.hook_pos_bias(ctx.bias)
         add = ctx.additive(q.shape[2], k.shape[2], q.device, scores.dtype)  # bias, -inf if masked
@@ -173,7 +178,7 @@ class Attention(nn.Module):
         pattern = self.hook_pattern(torch.softmax(scores, dim=-1, dtype=_softmax_dtype(scores)).to(q.dtype))
         if self.training and self.dropout:
             pattern = F.dropout(pattern, self.dropout)
-        return pattern @ v  # [batch, head, q_pos, d_head]
+        return (pattern.reshape(B, Hkv, -1, S) @ v).view(B, H, T, d)  # [batch, head, q_pos, d_head]
 
     def _sdpa(self, q, k, v, ctx: AttnContext) -> torch.Tensor:
         T, S = q.shape[2], k.shape[2]

@@ -20,7 +20,8 @@ evaluated per chunk), key padding (a padding query still sees itself, as in ``Ma
 n (padded internally to a multiple of C). RoPE is applied to q and k before this is called.
 Not here: global tokens (``n_global > 0``) and the KV-cache decode step (T queries against S >> T
 cached keys): ``use_banded`` says no, and the caller keeps the masked SDPA path, which is already
-O(S) per decoded token. On CUDA, ``banded_attention`` uses FlexAttention with a cached block mask.
+O(S) per decoded token. On CUDA, ``banded_attention`` uses FlexAttention (``tfviz.model.flex``):
+the same band, as a fused kernel, forward and backward.
 
 For display: ``banded_pattern`` returns the softmax pattern in band storage [batch, head, q_pos,
 2w+1] (entry t is key j = i - w + t; the causal half t > w is zero) and ``expand_banded`` spreads it
@@ -28,13 +29,12 @@ back over [batch, head, q_pos, k_pos].
 """
 from __future__ import annotations
 
-import functools
-import importlib.util
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
+from . import flex
 from .masks import MaskSpec
 
 MIN_CHUNK = 16  # tiny windows: fewer, larger chunks (a few more masked scores, far less overhead)
@@ -50,16 +50,26 @@ def use_banded(spec: MaskSpec, q_len: int, k_len: int, force: bool = False) -> b
 
 
 def banded_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, causal: bool, *,
-                     bias: Bias = None, key_is_pad: torch.Tensor | None = None,
-                     dropout_p: float = 0.0) -> torch.Tensor:
+                     bias: Bias = None, score_mod: flex.ScoreMod | None = None,
+                     key_is_pad: torch.Tensor | None = None, dropout_p: float = 0.0) -> torch.Tensor:
     """softmax(q k^T / sqrt(d_head) + bias, window mask) v, computing only the band.
 
     q [batch, head, pos, d_head], k/v [batch, kv_head, pos, d_head] -> [batch, head, pos, d_head].
     ``bias``: [head, q_pos, k_pos] tensor or ``f(q_pos, k_pos) -> [head, len(q_pos), len(k_pos)]``;
+    ``score_mod``: the same bias as a FlexAttention score_mod (what the GPU kernel uses);
     ``key_is_pad``: [batch, k_pos], True = padding.
+    On CUDA without dropout (and with no bias, or with ``score_mod``) FlexAttention computes it
+    (``tfviz.model.flex``); otherwise the chunked SDPA below.
     """
-    if q.is_cuda and flex_available() and dropout_p == 0.0 and not callable(bias):
-        return flex_banded_attention(q, k, v, window, causal, bias=bias, key_is_pad=key_is_pad)
+    if q.is_cuda and dropout_p == 0.0 and (bias is None or score_mod is not None) and flex_available():
+        return flex.flex_window_attention(q, k, v, window, causal, score_mod=score_mod, key_is_pad=key_is_pad)
+    return chunked_attention(q, k, v, window, causal, bias=bias, key_is_pad=key_is_pad, dropout_p=dropout_p)
+
+
+def chunked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, causal: bool, *,
+                      bias: Bias = None, key_is_pad: torch.Tensor | None = None,
+                      dropout_p: float = 0.0) -> torch.Tensor:
+    """The band as chunks of SDPA (the module docstring), on any device; arguments as above."""
     B, H, n, d = q.shape
     Hkv = k.shape[1]
     w = min(window, n - 1)  # |i - j| <= n - 1 always holds: a wider window changes nothing
@@ -162,52 +172,6 @@ def expand_banded(band: torch.Tensor, window: int, causal: bool = True) -> torch
     return full[..., window:window + n]
 
 
-# ------------------------------------------------------------------------------ CUDA: FlexAttention
 def flex_available() -> bool:
-    """FlexAttention runs here: CUDA present and ``torch.nn.attention.flex_attention`` importable."""
-    return (torch.cuda.is_available()
-            and importlib.util.find_spec("torch.nn.attention.flex_attention") is not None)
-
-
-@functools.lru_cache(maxsize=1)
-def _compiled_flex():
-    from torch.nn.attention.flex_attention import flex_attention
-    return torch.compile(flex_attention, dynamic=False)
-
-
-def _window_mod(window: int, causal: bool, key_is_pad: torch.Tensor | None):
-    def mask_mod(b, h, q_idx, kv_idx):
-        dist = q_idx - kv_idx
-        ok = ((dist >= 0) & (dist <= window)) if causal else (dist.abs() <= window)
-        if key_is_pad is not None:
-            ok = ok & (~key_is_pad[b, kv_idx] | (dist == 0))
-        return ok
-    return mask_mod
-
-
-def _bias_mod(bias: torch.Tensor):
-    def score_mod(score, b, h, q_idx, kv_idx):  # bias [head, q_pos, k_pos]
-        return score + bias[h, q_idx, kv_idx].to(score.dtype)
-    return score_mod
-
-
-@functools.lru_cache(maxsize=32)
-def _cached_block_mask(window: int, causal: bool, n: int, device: str):
-    from torch.nn.attention.flex_attention import create_block_mask
-    return create_block_mask(_window_mod(window, causal, None), None, None, n, n, device=device)
-
-
-def flex_banded_attention(q, k, v, window: int, causal: bool, *, bias: torch.Tensor | None = None,
-                          key_is_pad: torch.Tensor | None = None) -> torch.Tensor:
-    """CUDA: the same numbers with ``torch.nn.attention.flex_attention``; the block mask (which
-    128×128 tiles touch the band) is built once per (window, causal, n) and cached."""
-    from torch.nn.attention.flex_attention import create_block_mask
-    n = q.shape[2]
-    if key_is_pad is None:
-        block_mask = _cached_block_mask(window, causal, n, str(q.device))
-    else:  # depends on the batch's padding: built per call
-        block_mask = create_block_mask(_window_mod(window, causal, key_is_pad), q.shape[0], None,
-                                       n, n, device=q.device)
-    score_mod = None if bias is None else _bias_mod(bias)
-    return _compiled_flex()(q, k, v, score_mod=score_mod, block_mask=block_mask,
-                            enable_gqa=k.shape[1] != q.shape[1])
+    """FlexAttention's fused kernel runs here (a CUDA GPU): see ``tfviz.model.flex``."""
+    return flex.available()

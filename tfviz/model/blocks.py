@@ -19,6 +19,10 @@ from .hooks import HookPoint
 from .norms import make_norm
 
 
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
 class MLP(nn.Module):
     """Position-wise feed-forward: W_out act(W_in x). A gated activation (SwiGLU, Shazeer 2020:
     W_out (silu(W_g x) * W_in x)) reads twice as many W_in outputs."""
@@ -51,11 +55,13 @@ class Block(nn.Module):
             self.mlp = MLP(cfg)
             self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()
+        self.has_cross, self.has_mlp = cross, not cfg.attn_only  # (hasattr on a Module is slow)
 
     def _sublayer(self, x: torch.Tensor, norm: nn.Module, f: Callable) -> torch.Tensor:
+        drop = self.drop if self.drop.p and self.training else _identity  # p = 0: not even a call
         if self.pre_norm:
-            return x + self.drop(f(norm(x)))
-        return norm(x + self.drop(f(x)))
+            return x + drop(f(norm(x)))
+        return norm(x + drop(f(x)))
 
     def forward(self, x: torch.Tensor, ctx: AttnContext, memory: torch.Tensor | None = None,
                 memory_ctx: AttnContext | None = None, cache: LayerKV | None = None,
@@ -63,10 +69,10 @@ class Block(nn.Module):
         """x [batch, pos, d_model] -> [batch, pos, d_model]"""
         x = self.hook_resid_pre(x)
         x = self.hook_resid_mid(self._sublayer(x, self.ln1, lambda h: self.attn(h, ctx, cache=cache)))
-        if hasattr(self, "cross_attn"):
+        if self.has_cross:
             x = self.hook_resid_mid_cross(self._sublayer(
                 x, self.ln_cross,
                 lambda h: self.cross_attn(h, memory_ctx, memory=memory, cache=cross_cache)))
-        if hasattr(self, "mlp"):
+        if self.has_mlp:
             x = self._sublayer(x, self.ln2, lambda h: self.hook_mlp_out(self.mlp(h)))
         return self.hook_resid_post(x)

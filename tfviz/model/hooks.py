@@ -1,9 +1,9 @@
 """HookPoint: an identity module that marks a tensor worth recording, and the names of hook points.
 
 Its public name (e.g. ``blocks.0.attn.hook_pattern``) comes from the model tree and is assigned by
-``Transformer``; ``tfviz.record`` attaches forward hooks to the points it is asked for and removes
-them afterwards. A point with a hook attached is *active*: attention checks this to switch from
-the fused SDPA kernel to the explicit path that materialises scores and pattern.
+``Transformer``; ``tfviz.record`` gives the points it is asked for a ``sink`` (see ``HookPoint``)
+and takes it away afterwards. A point being recorded is *active*: attention checks this to switch
+from the fused SDPA kernel to the explicit path that materialises scores and pattern.
 
 Names are built in one place, ``hook_name`` (and read back by ``parse_hook_name``):
 
@@ -114,13 +114,28 @@ def shape_of(name: str) -> str:
 
 
 class HookPoint(nn.Module):
+    """Identity. While ``sink`` is a dict (``tfviz.record`` sets it, then clears it), the forward
+    also stores ``sink[name] = x.detach()``: no copy, no host sync, and no forward-hook machinery
+    (a module with hooks takes nn.Module's slow call path, which a GPU forward bound by Python
+    overhead feels). Ordinary forward hooks work too and also make the point active."""
+
     def __init__(self) -> None:
         super().__init__()
         self.name: str | None = None
+        self.sink: dict[str, torch.Tensor] | None = None
 
     @property
     def active(self) -> bool:
-        return bool(self._forward_hooks)
+        return self.sink is not None or bool(self._forward_hooks)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        # Without forward hooks, skip nn.Module's call machinery (a dozen points per layer; on a
+        # GPU a small model's forward is bound by exactly this Python overhead).
+        if not self._forward_hooks and not self._forward_pre_hooks:
+            return self.forward(x)
+        return super().__call__(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.sink is not None:
+            self.sink[self.name] = x.detach()
         return x

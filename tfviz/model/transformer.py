@@ -49,17 +49,21 @@ class Stack(nn.Module):
         B, T, _ = tok_emb.shape
         offset = cache.length if cache is not None else 0
         positions = torch.arange(offset, offset + T, device=tok_emb.device)
-        x = self.hook_embed(tok_emb * self.embed_scale)
+        x = self.hook_embed(tok_emb * self.embed_scale if self.embed_scale != 1.0 else tok_emb)
         pe = self.pos.embed(positions)
-        if pe is not None:
-            x = x + self.hook_pos_embed(pe.to(x.dtype).expand(B, T, -1))
-        x = self.drop(x)
-        k_positions = torch.arange(offset + T, device=tok_emb.device)
+        if pe is not None:  # [pos, d_model], broadcast over the batch (expanded only to record it)
+            pe = pe.to(x.dtype)
+            x = x + (self.hook_pos_embed(pe.expand(B, T, -1)) if self.hook_pos_embed.active else pe)
+        if self.drop.p and self.training:
+            x = self.drop(x)
         mask = MaskSpec(causal=self.causal, window=self.cfg.window, n_global=self.cfg.global_tokens,
                         key_is_pad=key_is_pad, q_offset=offset)
-        ctx = AttnContext(mask, self.pos.rotary(positions),
-                          self.pos.score_bias if self.pos.adds_bias else None, positions, k_positions,
-                          rotate=self.pos.rotate)
+        ctx = AttnContext(mask, self.pos.rotary(positions), rotate=self.pos.rotate)
+        if self.pos.adds_bias:
+            k_positions = positions if offset == 0 else torch.arange(offset + T, device=tok_emb.device)
+            ctx = AttnContext(mask, ctx.rotary, self.pos.score_bias, positions, k_positions,
+                              rotate=self.pos.rotate,
+                              score_mod=self.pos.score_mod(offset) if self.pos.score_mod_ok else None)
         memory_ctx = None
         if memory is not None or (cache is not None and cache.cross_attn is not None):
             memory_ctx = AttnContext(MaskSpec(key_is_pad=memory_is_pad, is_self=False))
@@ -141,7 +145,7 @@ class Transformer(nn.Module):
             raise ValueError(f"{what} must have shape [batch, pos], got {tuple(t.shape)}")
         if t.shape[0] == 0 or t.shape[1] == 0:
             raise ValueError(f"{what} is empty (shape {tuple(t.shape)}): give at least one token")
-        lo, hi = int(t.min()), int(t.max())
+        lo, hi = torch.stack(torch.aminmax(t)).tolist()  # one host sync, not two
         if lo < 0 or hi >= cfg.vocab_size:
             bad = lo if lo < 0 else hi
             raise ValueError(f"token id {bad} in {what} is outside the vocabulary [0, {cfg.vocab_size})")
@@ -169,34 +173,53 @@ class Transformer(nn.Module):
         return pads
 
     # ------------------------------------------------------------------ forward
-    def forward(self, *inputs: torch.Tensor, padding_mask: torch.Tensor | None = None,
-                cache: KVCache | None = None) -> torch.Tensor:
+    def prepare(self, *inputs: torch.Tensor, padding_mask: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> tuple[torch.Tensor | None, ...]:
+        """Check the inputs and resolve which keys are padding: everything in a forward that reads
+        tensor values on the host (``int(t.min())``, ``bool(pads.any())``). -> ``pads`` for
+        ``forward``: (key_is_pad,) for one stack, (src_is_pad, tgt_is_pad) for an encoder-decoder,
+        each [batch, pos] or None. A compiled caller runs this eagerly and passes ``pads=``, so the
+        compiled forward holds no host sync and no graph break (``tfviz.train`` does)."""
         cfg = self.config
         if cfg.arch == "encoder-decoder":
             if len(inputs) != 2:
                 raise ValueError(
                     f"an encoder-decoder model takes two inputs, model(src, tgt); got {len(inputs)}")
             src, tgt = inputs
+            src_pads = None
+            if cache is None or cache.memory is None:
+                self._check_tokens(src, "src")
+                src_pads = self._pads(src, padding_mask, causal=False)
+            offset = cache.length if cache is not None else 0
+            self._check_tokens(tgt, "tgt", offset)
+            return src_pads, None if cache is not None else self._pads(tgt, None, causal=True)
+        if len(inputs) != 1:
+            raise ValueError(f"a {cfg.arch} model takes one input, model(tokens); got {len(inputs)}")
+        (tokens,) = inputs
+        if cache is not None and cfg.arch == "encoder":
+            raise ValueError("an encoder sees the whole input at once: there is nothing to cache")
+        self._check_tokens(tokens, "tokens", cache.length if cache is not None else 0)
+        return (None if cache is not None else self._pads(tokens, padding_mask, cfg.causal),)
+
+    def forward(self, *inputs: torch.Tensor, padding_mask: torch.Tensor | None = None,
+                cache: KVCache | None = None, pads: tuple[torch.Tensor | None, ...] | None = None
+                ) -> torch.Tensor:
+        """decoder / encoder: model(tokens); encoder-decoder: model(src, tgt) -> logits
+        [batch, pos, vocab]. ``pads``: what ``prepare`` returned for these inputs (checks skipped)."""
+        if pads is None:
+            pads = self.prepare(*inputs, padding_mask=padding_mask, cache=cache)
+        if self.config.arch == "encoder-decoder":
+            src, tgt = inputs
+            src_pads, tgt_pads = pads
             if cache is not None and cache.memory is not None:
                 memory, memory_is_pad = cache.memory, cache.memory_is_pad
             else:
-                memory, memory_is_pad = self.encode(src, padding_mask=padding_mask)
+                memory, memory_is_pad = self.encoder(self.embed(src), src_pads), src_pads
                 if cache is not None:
                     cache.memory, cache.memory_is_pad = memory, memory_is_pad
-            offset = cache.length if cache is not None else 0
-            self._check_tokens(tgt, "tgt", offset)
-            pads = None if cache is not None else self._pads(tgt, None, causal=True)
-            h = self.decoder(self.embed(tgt), pads, memory, memory_is_pad, cache)
+            h = self.decoder(self.embed(tgt), tgt_pads, memory, memory_is_pad, cache)
         else:
-            if len(inputs) != 1:
-                raise ValueError(f"a {cfg.arch} model takes one input, model(tokens); got {len(inputs)}")
-            (tokens,) = inputs
-            if cache is not None and cfg.arch == "encoder":
-                raise ValueError("an encoder sees the whole input at once: there is nothing to cache")
-            offset = cache.length if cache is not None else 0
-            self._check_tokens(tokens, "tokens", offset)
-            pads = None if cache is not None else self._pads(tokens, padding_mask, cfg.causal)
-            h = self.stack(self.embed(tokens), pads, cache=cache)
+            h = self.stack(self.embed(inputs[0]), pads[0], cache=cache)
         return self.unembed(h)  # [batch, pos, vocab]
 
     def encode(self, src: torch.Tensor, padding_mask: torch.Tensor | None = None):

@@ -55,6 +55,11 @@ class TrainConfig(VersionedConfig):
     checkpoint_every save a resumable checkpoint every N steps (0 = only at the end / on stop)
     bf16             bfloat16 autocast on CUDA; None = on when the GPU supports it (ignored on CPU/MPS)
     num_threads      torch CPU threads for this run (None = leave torch's setting alone)
+    patience         early stopping: end the run once the validation loss has not fallen by
+                     ``min_delta`` below its best for this many evaluations in a row (0 = never)
+    min_delta        the smallest fall of the validation loss that counts as an improvement
+    compile          run the training forward through ``torch.compile`` (worth it on a GPU: fused
+                     kernels; the first steps pay the compilation, tens of seconds)
     """
 
     steps: int = 1000
@@ -74,6 +79,9 @@ class TrainConfig(VersionedConfig):
     checkpoint_every: int = 500
     bf16: bool | None = None
     num_threads: int | None = None
+    patience: int = 0
+    min_delta: float = 0.0
+    compile: bool = False
 
     FORMAT_VERSION: ClassVar[int] = TRAIN_CONFIG_FORMAT_VERSION
     WHAT: ClassVar[str] = "train config"
@@ -111,6 +119,13 @@ class TrainConfig(VersionedConfig):
             raise ValueError(f"bf16={self.bf16!r} must be True, False or None (= automatic)")
         if self.num_threads is not None:
             _int("num_threads", self.num_threads, 1, 1024)
+        _int("patience", self.patience, 0, 1_000_000)
+        if _num("min_delta", self.min_delta) < 0:
+            raise ValueError(f"min_delta={self.min_delta} must be >= 0")
+        if self.patience and not self.eval_every:
+            raise ValueError("patience needs evaluations during the run: set eval_every > 0")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile={self.compile!r} must be True or False")
 
     @property
     def clip(self) -> float | None:

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from .checkpoint import TrainState, save_checkpoint
+from ..analysis.cost import train_flops_per_token
 from ..tasks.base import IGNORE, Batch
 from .. import device as devices
 from . import distributed
@@ -37,7 +38,7 @@ STATUSES = ("done", "stopped", "diverged", "out_of_memory")
 @dataclass
 class Event:
     """kind "metrics" (``metrics``: step, train_loss, lr, grad_norm, tokens_per_s, elapsed, eta,
-    plus val_loss, val_accuracy, ... on evaluation steps), "snapshot" (``snapshot``) or
+    plus val_loss, val_accuracy, ... on evaluation steps; on CUDA also mfu, gpu_memory_gib, bf16), "snapshot" (``snapshot``) or
     "checkpoint" (``path``)."""
 
     kind: str
@@ -117,6 +118,10 @@ class _Run:
         model.to(self.device).train()
         self.net = model if not d.active else DistributedDataParallel(
             model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        # The checks and padding decisions (host syncs) run eagerly in model.prepare; the compiled
+        # forward gets their result, so it holds no graph break.
+        self.forward = torch.compile(self.net) if cfg.compile else self.net
+        self.peak_flops = devices.bf16_peak_flops(self.device) if self.bf16 else None
         self.opt = make_optimizer(model, cfg)
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.step, self.history = 0, []
@@ -128,8 +133,10 @@ class _Run:
         self.prober = Prober(task, self.device) if d.main else None
         self.snapshots: list[AttentionSnapshot] = list(getattr(resume, "snapshots", None) or [])
         self.saved: tuple[Path, int] | None = None
-        self.window = [0.0, 0, 0, time.perf_counter()]  # loss sum, steps, tokens, start time
+        self.window = self._new_window()
         self.width = 0
+        self.best, self.early = (math.inf, 0, 0), None  # (val loss, step, evaluations since), message
+        self.best_val, self.last_val, self.best_weights = (math.inf, 0), math.inf, None
 
     def _resume(self, ck) -> None:
         state = ck.train_state
@@ -166,13 +173,14 @@ class _Run:
         batch = self.task.batch("train", cfg.batch_size, self.gen)  # the global batch, same on every rank
         n_targets = int((batch.targets != IGNORE).sum())
         self.window[2] += sum(int((x != self.task.tokenizer.pad_id).sum()) for x in batch.inputs)
+        self.window[4] += sum(x.numel() for x in batch.inputs)  # computed, padding included
         self.width = max(x.shape[1] for x in batch.inputs)
         local = _shard(batch, d).to(self.device)
         lr = lr_at(self.step + 1, cfg)
         for g in self.opt.param_groups:
             g["lr"] = lr
         with self.autocast():
-            logits = self.net(*local.inputs)
+            logits = self.forward(*local.inputs, pads=self.model.prepare(*local.inputs))
         # DDP averages gradients over ranks; x world makes that the global-batch gradient.
         loss = token_loss(logits, local.targets, cfg.label_smoothing, n_targets) * d.world
         value = loss.detach().float() / d.world
@@ -206,12 +214,61 @@ class _Run:
                  "eta": elapsed / (step - self.start_step) * (cfg.steps - step)}
             if evaluate:
                 m.update({f"val_{k}": float(v) for k, v in self.evaluate("validation", cfg.eval_examples).items()})
+            m.update(self.gpu_metrics(w[4] / max(now - w[3], 1e-9)))
             self.history.append(m)
             stop = self.emit(Event("metrics", step, metrics=m))
-            self.window = [0.0, 0, 0, time.perf_counter()]
+            if "val_loss" in m and self.plateaued(m["val_loss"], step) and not last:
+                stop = True
+            self.window = self._new_window()
         if self.d.main and (last or (cfg.snapshot_every and step % cfg.snapshot_every == 0)):
             stop = self.snapshot() or stop
         return stop
+
+    def plateaued(self, val_loss: float, step: int) -> bool:
+        """Early stopping: True once the validation loss has not fallen by ``min_delta`` below
+        its best for ``patience`` evaluations in a row (never with patience 0)."""
+        best, _, bad = self.best
+        self.last_val = val_loss
+        if val_loss < best:  # the weights to end with (patience only): the best seen
+            if self.cfg.patience:
+                self.best_weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            self.best_val = (val_loss, step)
+        if val_loss < best - self.cfg.min_delta:
+            self.best = (val_loss, step, 0)
+            return False
+        self.best = (best, self.best[1], bad + 1)
+        if self.cfg.patience and bad + 1 >= self.cfg.patience:
+            self.early = (f"stopped early at step {step} of {self.cfg.steps}: the validation loss has not "
+                          f"improved for {self.cfg.patience} evaluations (best {best:.3f} at step "
+                          f"{self.best[1]})")
+            return True
+        return False
+
+    def restore_best(self) -> str:
+        """With early stopping: end with the weights of the best validation loss, when the last
+        evaluation was worse. -> a sentence for the result message ("" when nothing changed)."""
+        if self.best_weights is None or not self.last_val > self.best_val[0]:
+            return ""
+        self.model.load_state_dict(self.best_weights)
+        return (f"kept the weights of step {self.best_val[1]} (validation loss {self.best_val[0]:.3f}; "
+                f"{self.last_val:.3f} at the last evaluation)")
+
+    @staticmethod
+    def _new_window() -> list:
+        return [0.0, 0, 0, time.perf_counter(), 0]  # loss sum, steps, tokens, start, computed tokens
+
+    def gpu_metrics(self, computed_per_s: float) -> dict[str, float]:
+        """On CUDA: mfu (model FLOPs utilisation against the GPU's bf16 peak, when bf16 is on and
+        the GPU is known), gpu_memory_gib (peak allocated since the last log), bf16 (1 = on)."""
+        if self.device.type != "cuda":
+            return {}
+        out = {"gpu_memory_gib": devices.gpu_memory_gib(self.device), "bf16": float(self.bf16)}
+        torch.cuda.reset_peak_memory_stats(self.device)
+        if self.peak_flops:
+            # the global batch's tokens over every rank's GPU
+            out["mfu"] = train_flops_per_token(self.model, self.width) * computed_per_s \
+                / (self.peak_flops * self.d.world)
+        return out
 
     def evaluate(self, split: str, max_examples: int) -> dict[str, float]:
         with self.autocast():
@@ -267,7 +324,9 @@ def train(model, task, config: TrainConfig | None = None,
             if cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0 and run.step < cfg.steps:
                 run.save("running")
             want_stop = run.agreed(want_stop or _stop_requested(stop))
-        if run.step < cfg.steps:
+        if run.early:
+            message = run.early
+        elif run.step < cfg.steps:
             status, message = "stopped", f"stopped at step {run.step} of {cfg.steps}"
     except _Diverged as e:
         kept = (f"the last good checkpoint (step {run.saved[1]}) is kept at {run.saved[0]}" if run.saved
@@ -284,6 +343,10 @@ def train(model, task, config: TrainConfig | None = None,
     final: dict[str, float] = {}
     if status in ("done", "stopped") and run.d.main:
         run.snapshot()  # the replay ends where training ended
+        kept = run.restore_best()
+        if kept:
+            run.early = f"{run.early}; {kept}" if run.early else kept
+            message = f"{message}; {kept}" if message else kept
         try:
             for split, prefix, n in (("validation", "val", cfg.eval_examples), ("test", "test", 10**9)):
                 final.update({f"{prefix}_{k}": float(v) for k, v in run.evaluate(split, n).items()})
@@ -293,7 +356,8 @@ def train(model, task, config: TrainConfig | None = None,
             message = f"{message} (the final evaluation ran out of memory)".strip()
         run.save(status, final)
         if status == "done" and "test_accuracy" in final:
-            message = (f"finished {run.step} steps in {time.perf_counter() - run.t_start:.1f} s: "
+            message = (f"{run.early + '; ' if run.early else ''}"
+                       f"finished {run.step} steps in {time.perf_counter() - run.t_start:.1f} s: "
                        f"test accuracy {final.get('test_accuracy', float('nan')):.3f}")
     model.eval()
     return TrainResult(status, message, run.step, run.history, run.snapshots, final,
