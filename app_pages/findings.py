@@ -9,11 +9,11 @@ from pathlib import Path
 import streamlit as st
 
 from tfviz.viz import (cross_attention_alignment, extrapolation_curves, head_score_bars, paired_bars,
-                       pronoun_probe, pronoun_probe_frame)
+                       pronoun_probe, pronoun_probe_frame, repeat_by_position)
 from tfviz.paths import zoo_dir
 from tfviz.zoo import findings as zf
 from tfviz.zoo.cards import read_cards
-from tfviz.zoo.measure import extrapolation
+from tfviz.zoo.measure import extrapolation, heldout_conditions
 from ui.figures import show
 from ui.models import ModelRef, load_model
 
@@ -76,19 +76,41 @@ if section == SECTIONS[0] and (m := zoo("coref")):
     st.caption(f"Seed: {zf.SEEDS['coref']}")
 
 elif section == SECTIONS[1] and (m2 := zoo("induction-2L")) and (m1 := zoo("induction-1L")):
+    contrast = zf.induction_contrast(cards["induction-2L"], cards["induction-1L"])
+    two = contrast["2L"]
+    pooled = "all held-out conditions (pooled)"
+    c1, c2 = st.columns(2)
+    condition = c1.selectbox("Fresh sequences", [pooled] + [c["name"] for c in heldout_conditions(
+        m2.config.max_len)], key="find_ind_cond")
+    value = c2.radio("Show", ["loss_repeat", "accuracy_repeat"], horizontal=True,
+                     key="find_ind_value",
+                     format_func={"loss_repeat": "loss", "accuracy_repeat": "accuracy"}.get)
+    with m2.lock, m1.lock:
+        curves = zf.repeat_curves({"2 layers": m2.model, "1 layer": m1.model},
+                                  m2.ckpt.shared_task().tokenizer.vocab_size, m2.config.max_len,
+                                  None if condition == pooled else condition)
+    show(repeat_by_position(curves, train_length=two["train_length"], chance=two["chance"],
+                            value=value, title=f"Repeated tokens by position: {condition} (live)"),
+         key="find_ind_curve", data=curves)
+    st.caption(f"Fresh random sequences of {m2.config.max_len} tokens in which a segment recurs "
+               "(lengths and repeat counts never trained on). Each point: the mean over the "
+               "sequences whose token at that position recurs, predicting the token that followed "
+               "its earlier occurrence. Right of the dashed line lie positions no training "
+               f"sequence reached (the longest had {two['train_length']} tokens).")
+    cols = st.columns(4)
+    for i, k in enumerate(("2L", "1L")):
+        s = contrast[k]
+        cols[2 * i].metric(f"{k}: repeat loss from position {s['train_length']} (card)",
+                           f"{s['beyond_loss']:.3f}", f"chance {s['chance']:.2f}", delta_color="off")
+        cols[2 * i + 1].metric(f"{k}: max induction score (card)", f"{s['max_induction']:.2f}")
+    st.dataframe(zf.heldout_frame(cards["induction-2L"], cards["induction-1L"]).round(3),
+                 hide_index=True, key="find_ind_heldout")
+    st.markdown(zf.induction_sentence(contrast))
     score = st.radio("Score", ["induction", "prev_token"], horizontal=True, key="find_ind_score")
     with m2.lock, m1.lock:
         df = zf.induction_frame({"2 layers": m2.model, "1 layer": m1.model})
     show(head_score_bars(df, score, threshold=0.4, title=f"{score} score per head (live)"),
          key="find_ind_bars", data=df)
-    contrast = zf.induction_contrast(cards["induction-2L"], cards["induction-1L"])
-    cols = st.columns(4)
-    for i, k in enumerate(("2L", "1L")):
-        s = contrast[k]
-        cols[2 * i].metric(f"{k}: loss on the repeat (card)", f"{s['loss_second_half']:.3f}",
-                           f"first half {s['loss_first_half']:.3f}", delta_color="off")
-        cols[2 * i + 1].metric(f"{k}: max induction score (card)", f"{s['max_induction']:.2f}")
-    st.markdown(zf.induction_sentence(contrast))
     st.caption(f"Seed: {zf.SEEDS['induction']}")
 
 elif section == SECTIONS[2]:

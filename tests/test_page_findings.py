@@ -17,6 +17,8 @@ from tfviz.analysis import score_model
 from tfviz.train.checkpoint import load_checkpoint
 from tfviz.paths import SHIPPED as DEFAULT_DIR
 from tfviz.zoo import read_cards
+from tfviz.analysis.induction import condition_probes
+from tfviz.zoo.measure import HELDOUT_BATCH, HELDOUT_SEED, heldout_conditions
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGE = "app_pages/findings.py"
@@ -109,6 +111,58 @@ def test_induction_bars_are_the_head_scores() -> None:
     fig = chart(at, "find_ind_bars")
     df = score_model(zoo("induction-2L").model, half=16, batch=32, seed=0)
     np.testing.assert_allclose(arr(fig["data"][0]["y"]), df["prev_token"].to_numpy(), atol=1e-6)
+
+
+def repeat_loss_by_position(model, probes: list[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    """Independent recomputation of the curve: per query position, the mean next-token loss and
+    accuracy over the sequences whose token there recurs with the same successor as before."""
+    width = min(t.shape[1] for t in probes) - 1
+    loss_sum, right, count = np.zeros(width), np.zeros(width), np.zeros(width)
+    with torch.no_grad():
+        for t in probes:
+            logp = torch.log_softmax(model(t).double(), -1)
+            for b, row in enumerate(t.tolist()):
+                for p in range(width):
+                    before = [row[j + 1] for j in range(p) if row[j] == row[p]]
+                    if before and set(before) == {row[p + 1]}:
+                        loss_sum[p] -= logp[b, p, row[p + 1]].item()
+                        right[p] += int(logp[b, p].argmax().item() == row[p + 1])
+                        count[p] += 1
+    with np.errstate(invalid="ignore"):
+        return loss_sum / count, right / count
+
+
+def test_induction_curve_is_the_recomputed_repeat_loss_per_position() -> None:
+    """The per-position curve (2 layers vs 1, training length marked) holds what the models
+    compute on the held-out sequences, recomputed here; and it shows the claim: past the longest
+    training sequence the 2-layer model still copies, the 1-layer model does not."""
+    at = open_page("Induction heads")
+    card = read_cards(DEFAULT_DIR)["induction-2L"]
+    L, chance = card["finding"]["train_length"], card["finding"]["chance"]
+    fig = chart(at, "find_ind_curve")
+    lines = {t["name"]: t for t in fig["data"] if t["type"] == "scatter"}
+    assert list(lines) == ["2 layers", "1 layer"]
+    shapes = fig["layout"]["shapes"]
+    assert any(s.get("x0") == L - 0.5 for s in shapes)  # the training length, marked
+    assert any(s.get("y0") == pytest.approx(chance) for s in shapes)  # chance, for loss
+    conditions = heldout_conditions(zoo("induction-2L").config.max_len)
+    probes = condition_probes(zoo("induction-2L").build_task().tokenizer.vocab_size, conditions,
+                              batch=HELDOUT_BATCH, seed=HELDOUT_SEED)
+    for name, ck in (("2 layers", "induction-2L"), ("1 layer", "induction-1L")):
+        want, _ = repeat_loss_by_position(zoo(ck).model, list(probes.values()))
+        np.testing.assert_allclose(arr(lines[name]["y"]), want, rtol=1e-4, atol=1e-5)
+    two, one = arr(lines["2 layers"]["y"]), arr(lines["1 layer"]["y"])
+    assert np.nanmax(two[L:]) < 0.25 * chance and np.nanmin(one[L:]) > 0.5 * chance
+    # one condition, accuracy
+    at.selectbox(key="find_ind_cond").set_value(conditions[1]["name"]).run()
+    at.radio(key="find_ind_value").set_value("accuracy_repeat").run()
+    ok(at)
+    fig = chart(at, "find_ind_curve")
+    assert conditions[1]["name"] in fig["layout"]["title"]["text"]
+    _, want = repeat_loss_by_position(zoo("induction-2L").model, [probes[conditions[1]["name"]]])
+    np.testing.assert_allclose(arr(fig["data"][0]["y"]), want, atol=1e-9)
+    heldout = at.dataframe[0].value
+    assert list(heldout["condition"]) == [c["name"] for c in conditions]
 
 
 def test_extrapolation_curves_from_cards_and_live() -> None:

@@ -143,11 +143,52 @@ def test_induction_labels():
         assert ex.targets == ex.tokens[1:] + [IGNORE]
         assert len(set(ex.tokens[1:n + 1])) == n  # distinct within a half
     assert tok.vocab_size - 7 == 50
-    ex = small("induction", loss_on="second_half").examples("train")[0]
+    ex = small("induction", loss_on="repeat").examples("train")[0]
     n = ex.meta["half"]
     kept = [i for i, t in enumerate(ex.targets) if t != IGNORE]
-    assert kept == list(range(n + 1, 2 * n))
+    assert kept == list(range(n + 1, 2 * n)) == ex.meta["repeat"]
+    assert ex.meta["new"] == list(range(0, n))
     assert all(ex.targets[i] == ex.tokens[i - n + 1] for i in kept)  # copy from the first half
+
+
+def test_induction_segments_layout():
+    """Random filler with random segments recurring at random offsets: checked against the
+    parameters by scanning the tokens, independently of the generator."""
+    task = small("induction", layout="segments", n_symbols=128, length=48, min_length=12,
+                 segment=8, min_segment=2, repeats=3, min_repeats=2, segments=2)
+    tok = task.tokenizer
+    lengths, distances, starts = set(), set(), set()
+    for ex in task.examples("train")[:300]:
+        body = ex.tokens[1:]
+        assert ex.tokens[0] == tok.bos_id and 12 <= len(body) <= 48
+        assert ex.targets == ex.tokens[1:] + [IGNORE]
+        lengths.add(len(body))
+        counts = Counter(body)
+        repeated = {t for t, c in counts.items() if c > 1}
+        assert repeated and max(counts.values()) <= 3  # every token drawn once, then recurs 2-3x
+        # each repeated token's occurrences sit at one offset from one another: a segment moved
+        first = {t: body.index(t) for t in repeated}
+        for t in repeated:
+            occ = [i for i, x in enumerate(body) if x == t]
+            distances.update(b - a for a, b in zip(occ, occ[1:]))
+            starts.add(occ[0])
+        # the repeat positions are exactly those whose token recurs and whose next token followed
+        # it before (the induction rule right and unambiguous), computed here by brute force
+        want = [p for p in range(len(ex.tokens) - 1)
+                if ex.tokens[p] in ex.tokens[:p]
+                and {ex.tokens[j + 1] for j in range(p) if ex.tokens[j] == ex.tokens[p]}
+                == {ex.tokens[p + 1]}]
+        assert ex.meta["repeat"] == want and want
+        assert ex.meta["new"] == [p for p in range(len(ex.tokens) - 1)
+                                  if ex.tokens[p + 1] not in ex.tokens[:p + 1]]
+        assert len(first) >= 2  # a segment has at least 2 tokens
+    assert len(lengths) > 20 and len(distances) > 20 and len(starts) > 20  # nothing fixed
+    with pytest.raises(ValueError, match="layout"):
+        small("induction", layout="spiral").examples("train")
+    with pytest.raises(ValueError, match="min_segment"):
+        small("induction", layout="segments", min_segment=9, segment=8).examples("train")
+    with pytest.raises(ValueError, match="n_symbols"):
+        small("induction", layout="segments", n_symbols=50, length=64).examples("train")
 
 
 class _Model(torch.nn.Module):
@@ -168,11 +209,12 @@ class _Model(torch.nn.Module):
         return logits
 
 
-def test_induction_evaluate_per_half():
-    task = small("induction", half=6, n_symbols=12)
-    out = task.evaluate(_Model(task.tokenizer.vocab_size), max_examples=20)
-    assert out["accuracy"] == out["accuracy_second_half"] == 1.0
-    assert out["accuracy_first_half"] < 0.5 and out["loss_first_half"] > out["loss_second_half"]
+def test_induction_evaluate_per_group():
+    for task in (small("induction", half=6, n_symbols=12),
+                 small("induction", layout="segments", n_symbols=64, length=32, segment=6)):
+        out = task.evaluate(_Model(task.tokenizer.vocab_size), max_examples=20)
+        assert out["accuracy"] == out["accuracy_repeat"] == 1.0
+        assert out["accuracy_new"] < 0.5 and out["loss_new"] > out["loss_repeat"]
     coref = small("coref")  # the base evaluate runs on a decoder task too
     res = coref.evaluate(_Model(coref.tokenizer.vocab_size), max_examples=10)
     assert 0.0 <= res["accuracy"] <= 1.0

@@ -119,7 +119,7 @@ def test_copy_loss_falls_well_below_chance():
 
 
 def test_induction_attention_only_learns_in_context():
-    task = make_task("induction", n_symbols=20, half=8, loss_on="second_half",
+    task = make_task("induction", n_symbols=20, half=8, loss_on="repeat",
                      n_train=3000, n_val=100, n_test=100)
     model = build(task, attn_only=True, d_model=32, n_heads=2, pos="rope")
     result = train(model, task, TrainConfig(steps=300, batch_size=32, lr=3e-3, warmup=20, eval_every=300,

@@ -12,9 +12,11 @@ import pytest
 import torch
 
 from tfviz import load_checkpoint
+from tfviz.analysis.induction import generalisation, pool_positions, position_curve
 from tfviz.tasks import make_task
 from tfviz.paths import SHIPPED as DEFAULT_DIR
 from tfviz.zoo import SPECS, build, compare, measure, read_cards
+from tfviz.zoo.measure import heldout_conditions
 from tfviz.zoo import findings as zf
 from tfviz.zoo.__main__ import main as zoo_main
 
@@ -99,12 +101,66 @@ def test_coref_law_head_and_application_head(live) -> None:
 
 
 def test_induction_two_layers_yes_one_layer_no(live) -> None:
-    two, one = live["induction-2L"]["metrics"], live["induction-1L"]["metrics"]
-    assert two["max_induction"] > 0.4 and one["max_induction"] <= 0.4
-    assert two["loss_second_half"] < 0.25 * two["loss_first_half"]   # the repeat is predicted
-    assert one["loss_second_half"] > 0.25 * one["loss_first_half"]   # ... only with two layers
-    assert live["induction-2L"]["finding"]["previous_token_heads"]  # layer 0 prepares the keys
-    assert zf.induction_contrast(as_card(live["induction-2L"]), as_card(live["induction-1L"]))["holds"]
+    two, one = live["induction-2L"], live["induction-1L"]
+    chance = two["finding"]["chance"]
+    assert two["metrics"]["max_induction"] > 0.4 and one["metrics"]["max_induction"] <= 0.4
+    assert two["metrics"]["loss_repeat"] < 0.25 * chance   # the repeats are predicted
+    assert one["metrics"]["loss_repeat"] > 0.25 * chance   # ... only with two layers
+    assert two["finding"]["previous_token_heads"]  # layer 0 prepares the keys
+    assert all(h.startswith("L1") for h in two["finding"]["induction_heads"])
+    assert zf.induction_contrast(as_card(two), as_card(one))["holds"]
+
+
+def test_induction_heldout_conditions_leave_the_training_ranges(cards) -> None:
+    for name in ("induction-2L", "induction-1L"):
+        card = cards[name]
+        t = card["task"]
+        assert card["finding"]["train_length"] == t["length"] + 1  # [BOS] + the longest
+        held = heldout_conditions(card["model"]["max_len"])
+        for c in held:  # every condition about twice as long as any training sequence
+            assert c["length"] >= 2 * t["length"] - 2, c  # tokens after [BOS]: 126-127 vs 64
+        assert max(c["segment"] for c in held) > 3 * t["segment"]  # segments never trained on
+        assert max(c["repeats"] for c in held) > 2 * t["repeats"]  # repeat counts likewise
+        assert sum(c["segment"] > t["segment"] or c["repeats"] > t["repeats"] for c in held) >= 4
+
+
+@pytest.fixture(scope="module")
+def fresh_induction() -> dict:
+    """Both induction models on fresh held-out inputs that no card was measured on (seed 7):
+    name -> (table, pooled positions)."""
+    out = {}
+    for name in ("induction-2L", "induction-1L"):
+        ck = load_checkpoint(DEFAULT_DIR / f"{name}.safetensors")
+        vocab = ck.build_task().tokenizer.vocab_size
+        table, positions = generalisation(ck.model.eval(), vocab,
+                                          heldout_conditions(ck.config.max_len), batch=48, seed=7)
+        out[name] = (table, pool_positions(list(positions.values())))
+    return out
+
+
+def test_induction_holds_on_fresh_inputs_past_the_training_length(fresh_induction, cards) -> None:
+    """The mechanism, not a positional trick: on fresh sequences twice as long as any training
+    sequence, with segment lengths and repeat counts never trained on, two layers copy the
+    repeated tokens in every condition and at every position; one layer cannot."""
+    L = cards["induction-2L"]["finding"]["train_length"]
+    chance = cards["induction-2L"]["finding"]["chance"]  # ln 128 = 4.85
+    two, two_pos = fresh_induction["induction-2L"]
+    one, one_pos = fresh_induction["induction-1L"]
+    for r in two.to_dict("records"):
+        assert r["loss_repeat"] < 0.6 and r["accuracy_repeat"] > 0.9, r
+        assert r["max_induction"] > 0.5 and r["best_head"].startswith("L1"), r
+    for r in one.to_dict("records"):
+        assert r["loss_repeat"] > 0.7 * chance and r["accuracy_repeat"] < 0.15, r
+        assert r["max_induction"] < 0.2, r
+    # position by position, past the longest training sequence (every later position pooled
+    # over the conditions has >= 40 repeated tokens)
+    for pos, ok in ((two_pos, lambda loss, acc: loss < 1.0 and acc > 0.75),
+                    (one_pos, lambda loss, acc: loss > 0.6 * chance and acc < 0.25)):
+        curve = position_curve(pos)
+        late = curve[curve["position"] >= L]
+        assert len(late) >= 60 and (late["n_repeat"] >= 40).all()
+        bad = late[[not ok(a, b) for a, b in zip(late["loss_repeat"], late["accuracy_repeat"])]]
+        assert bad.empty, bad
 
 
 def test_positional_ordering_as_measured(live) -> None:

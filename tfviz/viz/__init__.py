@@ -14,6 +14,7 @@ They never import torch or streamlit and never see a model: callers pass the rec
     tokens         token spans, embedding similarity and nearest neighbours
     training       loss curves, the replay of heads learning
     scores         per-head scores and paired measured numbers as bars
+    induction      loss / accuracy on repeated tokens, position by position (2 layers vs 1)
     cost           measured vs analytic time / memory, KV cache, generation speed
     theme, tiles, data   the one shared look, tiled heatmaps, figure -> DataFrame (CSV download)
 """
@@ -25,6 +26,7 @@ from .cost import (analytic_figure, compact, kv_cache_figure, memory_figure, spe
 from .data import cosine_similarity, figure_data
 from .generation import (generated_tokens_html, generation_attention, generation_frame,
                          kv_cache_growth)
+from .induction import repeat_by_position
 from .lines import line_view
 from .masks import logit_change_bars, mask_frame, mask_grid, masks_side_by_side
 from .positional import (default_dims, extrapolation_curves, pe_matrix, pe_waves,
@@ -44,6 +46,7 @@ __all__ = [
     "kv_cache_growth", "line_view", "logit_change_bars", "loss_curves", "mask_frame", "mask_grid",
     "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "paired_bars", "pattern_frame",
     "pe_matrix", "pe_waves", "position_similarity", "pronoun_probe", "pronoun_probe_frame",
+    "repeat_by_position",
     "rope_frequencies", "rope_pair_scores", "rope_relative_scores", "rope_rotation_animation",
     "similarity_by_distance", "similarity_heatmap", "similarity_vs_distance", "snapshot_player",
     "speed_figure", "step_through_figure", "step_through_output", "step_through_table", "t5_bias",

@@ -57,8 +57,11 @@ def headline(card: dict) -> str:
                 f"->law {_f(s1['law']['weight'], 2)}, L{s1['application']['layer']}"
                 f"H{s1['application']['head']}->application {_f(s1['application']['weight'], 2)}")
     if kind == "induction":
-        return (f"loss first half {_f(m['loss_first_half'])}, repeat {_f(m['loss_second_half'])}; "
-                f"max induction score {_f(m['max_induction'], 2)}")
+        f = card["finding"]
+        worst = max(r["loss_repeat"] for r in f["heldout"])
+        return (f"repeat loss {_f(m['loss_repeat'])} (test), {_f(m['beyond.loss_repeat'])} from "
+                f"position {f['train_length']} on (held out; worst condition {_f(worst)}; chance "
+                f"{_f(f['chance'], 2)}); max induction score {_f(m['max_induction'], 2)}")
     if kind == "positional":
         L = f["train_length"]
         return ", ".join(f"loss@{n} {_f(m.get(f'loss@{n}'))}" for n in (L, 2 * L, 4 * L))
@@ -103,6 +106,15 @@ def card_markdown(card: dict) -> str:
                   "| loss | " + " | ".join(_f(x) for x in f["loss"]) + " |", ""]
         if f["note"]:
             lines += [f"Note: {f['note']}.", ""]
+    if card["kind"] == "induction":
+        f = card["finding"]
+        lines += [f"Held out: fresh sequences (seed {f['heldout_seed']}) of {f['max_len'] - 1} "
+                  f"tokens after [BOS]; the longest training sequence has {f['train_length']} "
+                  "tokens. Loss and accuracy on the repeated tokens, best head's induction score:",
+                  "", "| condition | loss | accuracy | induction (head) |", "|---|---|---|---|"]
+        lines += [f"| {r['name']} | {_f(r['loss_repeat'])} | {_pct(r['accuracy_repeat'])} | "
+                  f"{_f(r['max_induction'], 2)} ({r['best_head']}) |" for r in f["heldout"]]
+        lines.append("")
     if card["kind"] == "coref":
         f = card["finding"]
         for r in f["mission"]:

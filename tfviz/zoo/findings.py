@@ -4,8 +4,9 @@ shipped checkpoints (for the Findings page, the README and the tests). UI-free.
 Claims (each a pure function of cards, so a test can fail when a rebuild loses the effect):
     coref_claim(card)                      a head -> "law", another -> "application" (mission s1)
                                            and an antecedent head right on >= 90% of test sentences
-    induction_contrast(card_2l, card_1l)   2 layers: induction head + repeat loss far below the
-                                           first half; 1 layer: neither
+    induction_contrast(card_2l, card_1l)   2 layers: induction head + repeat loss far below
+                                           chance on held-out inputs past the training length;
+                                           1 layer: neither
     positional_ordering(cards)             loss growth from 1x to 4x the training length per scheme
 Live helpers take a model; the caller holds the model's lock when it is shared (the app's).
 """
@@ -22,7 +23,9 @@ from ..analysis import THRESHOLDS
 from ..paths import zoo_dir
 from ..recording import record
 from .cards import POSITIONS, headline
-from .measure import CROSS, PATTERN, alignment_targets, induction_scores
+from ..analysis.induction import condition_probes, pool_positions, position_curve, position_losses
+from .measure import (CROSS, HELDOUT_BATCH, HELDOUT_SEED, PATTERN, alignment_targets,
+                      heldout_conditions, induction_scores)
 
 SEEDS = {
     "coref": "Vaswani et al. 2017, Fig. 4 ('Attention is all you need'): in layer 5 of 6, "
@@ -46,7 +49,7 @@ SEEDS = {
             "key/value heads.",
 }
 ANTECEDENT_THRESHOLD = 0.9  # >= 90% of test sentences
-FAR_BELOW = 0.25            # "far below": repeat loss under a quarter of the first half's
+FAR_BELOW = 0.25            # "far below": repeat loss under a quarter of chance (ln symbols)
 
 
 def zoo_path(name: str, folder: str | Path | None = None) -> Path:
@@ -70,19 +73,48 @@ def coref_claim(card: dict) -> dict:
 
 
 def induction_contrast(card_2l: dict, card_1l: dict) -> dict:
-    """holds: the 2-layer model has a head with induction score > 0.4 and a repeat loss under a
-    quarter of its first-half loss; the 1-layer model has neither."""
+    """holds: on the test split and on every held-out condition (fresh sequences of the model's
+    full length, segment lengths and repeat counts outside training), the 2-layer model has a head
+    with induction score > 0.4 and a repeat loss under a quarter of chance (ln of the number of
+    symbols), also at the positions past the longest training sequence; the 1-layer model has
+    neither anywhere."""
     def side(card):
-        m = card["metrics"]
-        return {"max_induction": m["max_induction"], "loss_first_half": m["loss_first_half"],
-                "loss_second_half": m["loss_second_half"],
-                "ratio": m["loss_second_half"] / m["loss_first_half"],
-                "induction_heads": card["finding"]["induction_heads"]}
+        m, f = card["metrics"], card["finding"]
+        held = f["heldout"]
+        return {"max_induction": m["max_induction"], "loss_repeat": m["loss_repeat"],
+                "accuracy_repeat": m["accuracy_repeat"], "chance": f["chance"],
+                "beyond_loss": m["beyond.loss_repeat"], "beyond_accuracy": m["beyond.accuracy_repeat"],
+                "heldout_max_loss": max(r["loss_repeat"] for r in held),
+                "heldout_min_loss": min(r["loss_repeat"] for r in held),
+                "heldout_min_accuracy": min(r["accuracy_repeat"] for r in held),
+                "heldout_max_accuracy": max(r["accuracy_repeat"] for r in held),
+                "heldout_min_induction": min(r["max_induction"] for r in held),
+                "heldout_max_induction": max(r["max_induction"] for r in held),
+                "train_length": f["train_length"], "max_len": f["max_len"],
+                "induction_heads": f["induction_heads"],
+                "previous_token_heads": f["previous_token_heads"]}
     two, one = side(card_2l), side(card_1l)
-    cut = THRESHOLDS["induction"]
-    holds = (two["max_induction"] > cut and two["ratio"] < FAR_BELOW
-             and one["max_induction"] <= cut and one["ratio"] >= FAR_BELOW)
+    cut, far = THRESHOLDS["induction"], FAR_BELOW * two["chance"]
+    holds = (two["max_induction"] > cut and two["heldout_min_induction"] > cut
+             and max(two["loss_repeat"], two["heldout_max_loss"], two["beyond_loss"]) < far
+             and one["max_induction"] <= cut and one["heldout_max_induction"] <= cut
+             and min(one["loss_repeat"], one["heldout_min_loss"], one["beyond_loss"]) >= far)
     return {"2L": two, "1L": one, "holds": bool(holds)}
+
+
+def heldout_frame(card_2l: dict, card_1l: dict) -> pd.DataFrame:
+    """The held-out conditions side by side: condition, then loss / accuracy on the repeated
+    tokens and best induction score for 2 layers and for 1 layer (from the cards)."""
+    one = {r["name"]: r for r in card_1l["finding"]["heldout"]}
+    rows = []
+    for r in card_2l["finding"]["heldout"]:
+        o = one.get(r["name"], {})
+        rows.append({"condition": r["name"], "tokens": r["length"] + 1,
+                     "2L loss": r["loss_repeat"], "2L accuracy": r["accuracy_repeat"],
+                     "2L induction": r["max_induction"], "1L loss": o.get("loss_repeat", math.nan),
+                     "1L accuracy": o.get("accuracy_repeat", math.nan),
+                     "1L induction": o.get("max_induction", math.nan)})
+    return pd.DataFrame(rows)
 
 
 def extrapolation_frame(cards: dict[str, dict]) -> pd.DataFrame:
@@ -197,18 +229,29 @@ def findings_markdown(cards: dict[str, dict]) -> str:
                 f"Seed: {SEEDS['coref']}", ""]
     if "induction-2L" in cards and "induction-1L" in cards:
         c = induction_contrast(cards["induction-2L"], cards["induction-1L"])
+        two = c["2L"]
         out += ["### Induction heads: 2 layers vs 1", ""]
         for k in ("2L", "1L"):
             s = c[k]
-            prev = cards[f"induction-{k}"]["finding"]["previous_token_heads"]
             out.append(f"- {k}: max induction score {_w(s['max_induction'])} "
                        f"(heads > 0.4: {', '.join(s['induction_heads']) or 'none'}; previous-token "
-                       f"heads: {', '.join(prev) or 'none'}); loss on the first half "
-                       f"{s['loss_first_half']:.3f}, on the repeat {s['loss_second_half']:.3f}.")
-        out += [f"- Contrast holds: {c['holds']}. The repeat length varies (4-16) in training: "
-                "with a fixed length both models learn to look back a fixed distance instead (see "
-                "induction-1L.md, 'tried').", "",
-                f"Seed: {SEEDS['induction']}", ""]
+                       f"heads: {', '.join(s['previous_token_heads']) or 'none'}); loss on the "
+                       f"repeated tokens {s['loss_repeat']:.3f} on the test split, "
+                       f"{s['beyond_loss']:.3f} from position {s['train_length']} on (no training "
+                       f"sequence reaches it) "
+                       f"(accuracy {100 * s['beyond_accuracy']:.1f}%); chance {s['chance']:.2f}.")
+        out += ["", f"Held out (fresh sequences of {two['max_len'] - 1} tokens after [BOS], twice "
+                f"the longest training sequence of {two['train_length']} tokens; segment lengths "
+                "and repeat counts outside training):", "",
+                "| condition | 2L loss | 2L accuracy | 2L induction | 1L loss | 1L accuracy | 1L induction |",
+                "|---|---|---|---|---|---|---|"]
+        for r in heldout_frame(cards["induction-2L"], cards["induction-1L"]).itertuples(index=False):
+            out.append(f"| {r[0]} | {r[2]:.3f} | {100 * r[3]:.1f}% | {r[4]:.2f} | {r[5]:.3f} | "
+                       f"{100 * r[6]:.1f}% | {r[7]:.2f} |")
+        out += ["", f"- Contrast holds: {c['holds']}. Training sequences have random segments "
+                "recurring at random offsets in random filler, so only 'copy what followed the "
+                "earlier occurrence of this token' predicts the repeats (see induction-2L.md, "
+                "'tried', for what failed).", "", f"Seed: {SEEDS['induction']}", ""]
     df = extrapolation_frame(cards)
     if len(df):
         L = next(c["finding"]["train_length"] for c in cards.values() if c.get("family") == "positional")
@@ -284,13 +327,39 @@ def coref_sentence(claim: dict) -> str:
 
 def induction_sentence(c: dict) -> str:
     two, one = c["2L"], c["1L"]
-    return (f"**Measured (card):** the 2-layer model's loss on the repeated half is "
-            f"{two['loss_second_half']:.3f} against {two['loss_first_half']:.2f} on the first half "
-            f"(heads above 0.4: {', '.join(two['induction_heads']) or 'none'}); the 1-layer model "
-            f"only gets to {one['loss_second_half']:.2f} (max induction score "
-            f"{one['max_induction']:.2f}): it can copy *some* earlier token, not the one that "
-            "followed the current token. Repeat lengths vary from 4 to 16 in training: with a "
-            "fixed length, even one layer learns to look back a fixed distance.")
+    return (f"**Measured (card):** on fresh sequences up to {two['max_len']} tokens — twice the "
+            f"longest training sequence ({two['train_length']}) — with segment lengths and repeat "
+            "counts the models never saw, the 2-layer model's loss on the repeated tokens stays "
+            f"between {two['heldout_min_loss']:.3f} and {two['heldout_max_loss']:.3f} (chance: "
+            f"{two['chance']:.2f}; accuracy at least {100 * two['heldout_min_accuracy']:.0f}%), and "
+            f"its best head's induction score at least {two['heldout_min_induction']:.2f} (heads "
+            f"above 0.4: {', '.join(two['induction_heads']) or 'none'}; previous-token heads: "
+            f"{', '.join(two['previous_token_heads']) or 'none'}). The 1-layer model stays near "
+            f"chance ({one['heldout_min_loss']:.2f}-{one['heldout_max_loss']:.2f}, best induction "
+            f"score {one['heldout_max_induction']:.2f}): one layer cannot attend to the token "
+            "*after* an earlier copy — that needs a previous-token head in an earlier layer whose "
+            "output the induction head's keys read (K-composition).")
+
+
+def repeat_curves(models: dict, vocab: int, max_len: int, condition: str | None = None,
+                  batch: int | None = None, seed: int | None = None) -> pd.DataFrame:
+    """Live: per-position loss and accuracy on the repeated tokens of fresh held-out sequences
+    (one condition of ``heldout_conditions``, or all of them pooled when None) for each model
+    (name -> model; the caller holds their locks): model, position, n_repeat, loss_repeat,
+    accuracy_repeat, n_new, loss_new."""
+    conditions = heldout_conditions(max_len)
+    names = [c["name"] for c in conditions]
+    if condition is not None and condition not in names:
+        raise ValueError(f"unknown condition {condition!r}; known: {', '.join(names)}")
+    probes = condition_probes(vocab, conditions, batch or HELDOUT_BATCH,
+                              HELDOUT_SEED if seed is None else seed)
+    chosen = [probes[condition]] if condition else list(probes.values())
+    frames = []
+    for name, model in models.items():
+        df = position_curve(pool_positions([position_losses(model, t) for t in chosen]))
+        df.insert(0, "model", name)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
 
 
 def train_length(cards: dict[str, dict]) -> int:
@@ -318,7 +387,8 @@ def translate_sentence(card: dict) -> str:
 
 
 __all__ = ["SEEDS", "coref_claim", "coref_sentence", "extrapolation_frame",
-           "findings_markdown", "induction_contrast", "induction_frame", "induction_sentence",
+           "findings_markdown", "heldout_frame", "induction_contrast", "induction_frame",
+           "induction_sentence", "repeat_curves",
            "lm_family_frame", "mission_weights", "positional_ordering", "positional_sentence",
            "strongest_heads", "summary_frame", "train_length", "translate_example",
            "translate_sentence", "zoo_path"]

@@ -1,0 +1,153 @@
+"""Does a model copy "the token after the earlier occurrence of the current token" wherever that
+occurrence is? Measured on fresh inputs: per-position loss on the repeats, and the heads'
+induction score, at lengths, segment lengths and repeat counts a model may never have seen.
+
+    tokens = recurrence_probe(ids, length=127, segment=63, repeats=2, batch=64, seed=1)
+    #   [batch, 1 + length]: [BOS] + random filler in which one random segment of ``segment``
+    #   tokens occurs ``repeats`` times at random offsets (segment 63, repeats 2, length 126:
+    #   [BOS] r r, the probe of Olsson et al. 2022)
+    pos = position_losses(model, tokens)       # per position: loss, correct, repeat/new masks
+    curve = position_curve(pos)                # mean loss / accuracy on the repeats per position
+    row = probe_summary(pos, induction_score(model, tokens))   # repeat/new loss, best head
+    df, positions = generalisation(model, ids, conditions)   # one row (and pos) per condition
+
+Which positions are "repeats" comes from the tokens alone (``tfviz.tasks.induction
+.copy_positions``): position p (predicting p+1) is a repeat when the token after every earlier
+occurrence of tokens[p] is tokens[p+1], "new" when tokens[p+1] has not been seen before.
+The model is causal, so the loss at position p of a long probe is also its loss on every shorter
+sequence that ends at p: one curve over positions covers every length up to the probe's.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..recording import record
+from ..tasks.induction import copy_positions, segments_sequence
+from .heads import BOS_ID, N_SPECIAL, PATTERN, pattern_scores
+
+CONDITION = ("length", "segment", "repeats", "segments")
+
+
+def recurrence_probe(vocab: int | Sequence[int], length: int, segment: int, repeats: int = 2,
+                     batch: int = 32, seed: int = 0, segments: int = 1, bos_id: int = BOS_ID,
+                     distinct: bool | None = None) -> torch.Tensor:
+    """[batch, 1 + length] LongTensor: [BOS], then ``length`` random tokens in which ``segments``
+    segments of ``segment`` tokens each occur ``repeats`` times at random offsets (the rest is
+    filler). vocab: token ids to draw from, or a vocabulary size (ids N_SPECIAL..vocab-1).
+    distinct: no token drawn twice, so every repeated token is a recurrence (default: when the
+    vocabulary has enough ids)."""
+    ids = list(range(N_SPECIAL, vocab)) if isinstance(vocab, int) else [int(v) for v in vocab]
+    if distinct is None:
+        distinct = len(ids) >= length - segment * (repeats - 1) * segments
+    rng = random.Random(f"recurrence:{seed}")
+    rows = [[bos_id] + segments_sequence(rng, ids, length, [(segment, repeats)] * segments,
+                                         distinct)[0] for _ in range(batch)]
+    return torch.tensor(rows, dtype=torch.long)
+
+
+@torch.no_grad()
+def position_losses(model, tokens: torch.Tensor, batch_size: int = 64) -> dict[str, np.ndarray]:
+    """Next-token loss and correctness at every position of ``tokens`` [batch, pos] (position p
+    predicts tokens[p+1]; the last position has no target), with the repeat / new masks:
+    {"loss", "correct", "repeat", "new"}, each [batch, pos - 1]."""
+    was = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    losses, correct = [], []
+    try:
+        for start in range(0, tokens.shape[0], batch_size):
+            t = tokens[start:start + batch_size].to(device)
+            logits = model(t).float()[:, :-1]
+            target = t[:, 1:]
+            losses.append(torch.nn.functional.cross_entropy(
+                logits.transpose(1, 2), target, reduction="none").cpu())
+            correct.append((logits.argmax(-1) == target).cpu())
+    finally:
+        model.train(was)
+    n = tokens.shape[1] - 1
+    repeat = np.zeros((tokens.shape[0], n), dtype=bool)
+    new = np.zeros_like(repeat)
+    for b, row in enumerate(tokens.tolist()):
+        r, w = copy_positions(row)
+        repeat[b, r], new[b, w] = True, True
+    return {"loss": torch.cat(losses).numpy().astype(np.float64),
+            "correct": torch.cat(correct).numpy(), "repeat": repeat, "new": new}
+
+
+def position_curve(pos: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Per position (predicting the next token): mean loss and accuracy over the sequences in
+    which it is a repeat, and the mean loss where it is new. Columns: position, n_repeat,
+    loss_repeat, accuracy_repeat, n_new, loss_new (NaN where no sequence has that kind)."""
+    rows = []
+    for p in range(pos["loss"].shape[1]):
+        r, w = pos["repeat"][:, p], pos["new"][:, p]
+        rows.append({"position": p, "n_repeat": int(r.sum()),
+                     "loss_repeat": float(pos["loss"][r, p].mean()) if r.any() else math.nan,
+                     "accuracy_repeat": float(pos["correct"][r, p].mean()) if r.any() else math.nan,
+                     "n_new": int(w.sum()),
+                     "loss_new": float(pos["loss"][w, p].mean()) if w.any() else math.nan})
+    return pd.DataFrame(rows)
+
+
+def pool_positions(positions: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Several ``position_losses`` results as one (sequences stacked; every array cut to the
+    shortest width, so position p means the same query position in all of them)."""
+    width = min(p["loss"].shape[1] for p in positions)
+    return {k: np.concatenate([p[k][:, :width] for p in positions]) for k in positions[0]}
+
+
+def induction_score(model, tokens: torch.Tensor) -> np.ndarray:
+    """Induction score [layer, head] of every head on ``tokens`` (``pattern_scores``: mean weight
+    from each repeated token on the token after its earlier occurrences)."""
+    names = [PATTERN.format(l=l) for l in range(model.config.n_layers)]
+    device = next(model.parameters()).device
+    rec = record(model, tokens.to(device), names=names)
+    return pattern_scores(rec.stack_layers(PATTERN), tokens, causal=model.config.causal,
+                          window=model.config.window, global_tokens=model.config.global_tokens,
+                          pad_id=None)["induction"]
+
+
+def probe_summary(pos: dict[str, np.ndarray], scores: np.ndarray) -> dict:
+    """From ``position_losses`` and ``induction_score`` of one probe: loss_repeat,
+    accuracy_repeat, loss_new (means over the positions of each kind), n_repeat, and the best
+    head's induction score (max_induction, best_head "L{l}H{h}")."""
+    r, w = pos["repeat"], pos["new"]
+    l, h = np.unravel_index(int(np.nanargmax(scores)), scores.shape)
+    return {"loss_repeat": float(pos["loss"][r].mean()),
+            "accuracy_repeat": float(pos["correct"][r].mean()),
+            "loss_new": float(pos["loss"][w].mean()) if w.any() else math.nan,
+            "n_repeat": int(r.sum()), "max_induction": float(scores[l, h]), "best_head": f"L{l}H{h}"}
+
+
+def condition_probes(vocab: int | Sequence[int], conditions: Iterable[dict], batch: int = 32,
+                     seed: int = 0) -> dict[str, torch.Tensor]:
+    """name -> ``recurrence_probe`` for each condition (a dict of ``name``, ``length``,
+    ``segment``, ``repeats`` and optionally ``segments``), the i-th seeded by seed * 1000 + i."""
+    return {c["name"]: recurrence_probe(vocab, c["length"], c["segment"], c["repeats"], batch,
+                                        seed=seed * 1000 + i, segments=c.get("segments", 1))
+            for i, c in enumerate(conditions)}
+
+
+def generalisation(model, vocab: int | Sequence[int], conditions: Sequence[dict],
+                   batch: int = 32, seed: int = 0) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """Each condition on fresh sequences (``condition_probes``): a table with one row per
+    condition (name, length, segment, repeats, segments, then ``probe_summary``) and
+    name -> ``position_losses``."""
+    rows, positions = [], {}
+    probes = condition_probes(vocab, conditions, batch, seed)
+    for c in conditions:
+        tokens = probes[c["name"]]
+        positions[c["name"]] = pos = position_losses(model, tokens)
+        rows.append({"name": c["name"], **{k: c.get(k, 1) for k in CONDITION},
+                     **probe_summary(pos, induction_score(model, tokens))})
+    return pd.DataFrame(rows), positions
+
+
+__all__ = ["CONDITION", "condition_probes", "generalisation", "induction_score", "pool_positions",
+           "position_curve", "position_losses", "probe_summary", "recurrence_probe"]
