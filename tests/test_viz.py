@@ -341,6 +341,26 @@ def test_training_curves_and_snapshot_player():
     assert set(df.frame) == {"0", "5", "10", "15"} and len(df) == 4 * N * N
 
 
+@pytest.mark.parametrize("tokens", [TOKENS, ["[BOS]", "application", "complexities", "it"] * 4])
+def test_play_controls_sit_below_the_axis_labels(tokens):
+    """The ▶/❚❚ buttons and the slider start below the space the x axis's tick labels (turned
+    upright at worst) and title take, and the figure grows by what they need (was: the buttons
+    sat 62 px under the plot, over long rotated token labels and the axis title)."""
+    from tfviz.viz.theme import BUTTONS_PX, CONTROLS_PX, MARGIN, below_axis_px
+
+    n = len(tokens)
+    player = viz.snapshot_player([patterns(1, 1, n, n)] * 3, [0, 1, 2], tokens)
+    plain = viz.head_heatmap(patterns(1, 1, n, n)[0, 0], tokens)
+    labels = below_axis_px(player.layout.xaxis.ticktext)
+    assert labels >= 0.6 * 13 * max(map(len, player.layout.xaxis.ticktext)) + 30
+    (buttons,), (slider,) = player.layout.updatemenus, player.layout.sliders
+    assert buttons.y == slider.y == 0 and buttons.yanchor == slider.yanchor == "top"  # from the plot's bottom
+    assert buttons.pad.t >= labels and slider.pad.t >= buttons.pad.t + BUTTONS_PX
+    assert player.layout.margin.b >= slider.pad.t + CONTROLS_PX - BUTTONS_PX
+    # the plot itself keeps its size: the figure grew by exactly the extra margin
+    assert player.layout.height - plain.layout.height == player.layout.margin.b - MARGIN["b"]
+
+
 def test_tile_turns_infinities_into_gaps():
     z = tile(np.array([[[[0.0, -np.inf]], [[1.0, 2.0]]]]), gap=1)
     assert z.shape == (1, 5) and np.isnan(z[0, 1]) and np.isnan(z[0, 2]) and z[0, 4] == 2.0

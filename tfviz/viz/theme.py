@@ -140,22 +140,37 @@ def cell_size(n: int, lo: int = 8, hi: int = 28, target: int = 560) -> int:
     return int(min(hi, max(lo, target // max(n, 1))))
 
 
-def play_controls(frame_names: Sequence[str], prefix: str, duration: int = 300) -> dict:
-    """Layout kwargs for an animation: ▶/❚❚ buttons under the x axis and, under them, a slider
-    with one step per frame (labelled with the frame name). The bottom margin is enlarged to hold
-    both; stacked rather than side by side so narrow figures do not overlap them."""
+def below_axis_px(tick_labels: Sequence[str] = ()) -> int:
+    """Pixels an x axis takes below the plot: ticks, its tick labels however far Plotly turns
+    them (up to upright, 90°, when they are crowded: the worst case is assumed) and its title."""
+    longest = max((len(str(t)) for t in tick_labels), default=5)
+    return int(10 + 0.62 * FONT_SIZE * longest + 8 + 1.6 * FONT_SIZE + 8)
+
+
+def play_controls(frame_names: Sequence[str], prefix: str, duration: int = 300, *,
+                  below_px: int | None = None) -> dict:
+    """Layout kwargs for an animation: ▶/❚❚ buttons and, under them, a slider with one step per
+    frame (labelled with the frame name), both in the bottom margin *below* the x axis's labels
+    and title (``below_px``: the space they take, ``below_axis_px``), so nothing overlaps. The
+    bottom margin is enlarged to hold them; stacked rather than side by side so narrow figures
+    do not overlap them. ``controls_px(layout)`` is where they start."""
+    below = below_axis_px() if below_px is None else int(below_px)
 
     def args(frames, ms):
         return [frames, dict(mode="immediate", fromcurrent=True, transition=dict(duration=0),
                              frame=dict(duration=ms, redraw=True))]
 
     return dict(
-        margin=dict(b=210),
+        margin=dict(b=below + CONTROLS_PX),
         updatemenus=[dict(type="buttons", direction="left", showactive=False, x=0, xanchor="left",
-                          y=0, yanchor="top", pad=dict(t=62), buttons=[
+                          y=0, yanchor="top", pad=dict(t=below), buttons=[
                               dict(label="▶ play", method="animate", args=args(None, duration)),
                               dict(label="❚❚ pause", method="animate", args=args([None], 0))])],
         sliders=[dict(active=0, x=0, len=1.0, xanchor="left", y=0, yanchor="top",
-                      pad=dict(t=100), currentvalue=dict(prefix=prefix),
+                      pad=dict(t=below + BUTTONS_PX), currentvalue=dict(prefix=prefix),
                       steps=[dict(label=str(n), method="animate", args=args([str(n)], 0))
                              for n in frame_names])])
+
+
+BUTTONS_PX = 45              # the play/pause row and a gap
+CONTROLS_PX = BUTTONS_PX + 90  # + the slider: its current value, rail and step labels

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .attention import HOVER, head_heatmap
-from .theme import HEAD_COLOURS, apply_theme, play_controls
+from .theme import HEAD_COLOURS, MARGIN, apply_theme, below_axis_px, play_controls
 
 SERIES = (("train_loss", "train loss", 1), ("val_loss", "validation loss", 1),
           ("accuracy", "accuracy", 2), ("val_accuracy", "validation accuracy", 2))
@@ -69,7 +69,10 @@ def snapshot_player(snapshots: Sequence, steps: Sequence[int], tokens: Sequence[
                        layout=dict(title=dict(text=f"{name} — step {s}")))
               for z, s in zip(zs, steps)]
     fig.frames = frames
-    fig.update_layout(**play_controls([f.name for f in frames], "step "))
-    fig.update_layout(height=(fig.layout.height or 500) + 150,
+    base_b = fig.layout.margin.b if fig.layout.margin.b is not None else MARGIN["b"]
+    controls = play_controls([f.name for f in frames], "step ",
+                             below_px=below_axis_px(fig.layout.xaxis.ticktext or ()))
+    fig.update_layout(**controls)
+    fig.update_layout(height=(fig.layout.height or 500) + controls["margin"]["b"] - base_b,
                       width=max(fig.layout.width or 0, 560))
     return fig
