@@ -348,11 +348,11 @@ async def trainer(browser, url: str, started: asyncio.Event, stop: asyncio.Event
         await _settle(page, tms)
         main = page.locator("[data-testid='stMain']")
         await _select(page, main, "Task", "induction", tms)
-        name = page.get_by_label("Name", exact=True)
-        for _ in range(int(timeout_s * 10)):  # the task's preset fills the form (a rerun)
-            if (await name.input_value()).startswith("induction-"):
-                break
-            await asyncio.sleep(0.1)
+        from playwright.async_api import expect
+
+        # the task's preset fills the form (a rerun): wait for it, not for a time
+        await expect(page.get_by_label("Name", exact=True)).to_have_value(
+            re.compile(r"^induction-"), timeout=tms)
         await _settle(page, tms)
         await page.get_by_label("Steps", exact=True).fill("1000000")
         await page.get_by_role("button", name="Start training").click()

@@ -8,6 +8,8 @@
   exception box or the browser logged a console error / uncaught page error. A screenshot is
   saved to artifacts/screenshots/<test name>.png either way.
 - `open_page(page, path)`: goes to `path` and waits until the script run has finished.
+Every wait is bounded by browser_helpers.DEADLINE_MS (Playwright's `expect` too) and waits for an
+event (browser_helpers explains which).
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from browser_helpers import DEADLINE_MS, IGNORED_CONSOLE_ERRORS, READY, track_runs
+from playwright.sync_api import expect
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
@@ -35,18 +39,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-READY = "[data-testid='stApp'][data-test-script-state='notRunning']"
 EXCEPTION_BOX = "[data-testid='stException']"
-# Console errors that are not ours and not a failure; each entry needs a comment saying why.
-# Patterns are matched against "<message text> (<url>)".
-IGNORED_CONSOLE_ERRORS: list[re.Pattern[str]] = [
-    # Opening a page's URL directly (/attention), Streamlit's frontend first probes the server
-    # under the page path (/attention/_stcore/health, …/host-config), gets a 404, then finds it
-    # at the root. The browser logs the 404s; the app works.
-    re.compile(r"^Failed to load resource: .*404.*\(https?://[^ ]+/[^/ ]+/_stcore/(health|host-config)\)$"),
-]
-SERVER_START_TIMEOUT_S = 90
-PAGE_TIMEOUT_MS = 60_000
+SERVER_START_TIMEOUT_S = DEADLINE_MS / 1000
+expect.set_options(timeout=DEADLINE_MS)  # Playwright's default is 5 s: too short under load
 
 # Timings shared with the tests (and written to artifacts/e2e-timings.json at the end).
 TIMINGS: dict[str, float] = {}
@@ -148,8 +143,9 @@ _PAGE = pytest.StashKey[object]()
 @pytest.fixture
 def page(browser, streamlit_server: Server, request: pytest.FixtureRequest):
     context = browser.new_context(base_url=streamlit_server.url, viewport={"width": 1400, "height": 900})
-    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    context.set_default_timeout(DEADLINE_MS)
     pg = context.new_page()
+    track_runs(pg)
     errors = BrowserErrors()
     pg.on("console", errors.console)
     pg.on("pageerror", errors.page_error)
@@ -193,7 +189,7 @@ def open_page() -> Callable[..., float]:
     def _open(pg, path: str = "/") -> float:
         t0 = time.perf_counter()
         pg.goto(path)
-        pg.wait_for_selector(READY, timeout=PAGE_TIMEOUT_MS)
+        pg.wait_for_selector(READY, timeout=DEADLINE_MS)
         return time.perf_counter() - t0
 
     return _open

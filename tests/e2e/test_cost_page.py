@@ -4,35 +4,18 @@ sliders) shows the measured figures and the KV-cache table. Prints p50/p95 timin
 import time
 from pathlib import Path
 
+from browser_helpers import TRAINING_DEADLINE_MS, pct, rerun, settle, visit
 from playwright.sync_api import expect
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-READY = "[data-testid='stApp'][data-test-script-state='notRunning']"
-T = 60_000  # ms: a busy 2-core machine can take seconds for a first load
-
-
-def pct(xs, p) -> float:
-    xs = sorted(xs)
-    return round(xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))], 3)
-
-
-def visit(page, title: str, heading: str) -> float:
-    """Open a page from the sidebar, as a teacher does; seconds until its script run finished."""
-    t0 = time.perf_counter()
-    page.locator("[data-testid='stSidebarNav'] a").filter(has_text=title).click()
-    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=T)
-    page.wait_for_selector(READY)
-    return time.perf_counter() - t0
 
 
 def slider_keys(page, label: str, *keys: str) -> None:
-    """Move a (select_)slider with the keyboard; each key press is one rerun."""
+    """Move a (select_)slider with the keyboard; each key press (one that moves it) is one rerun."""
     thumb = page.locator("[data-testid='stSlider']").filter(has_text=label).get_by_role("slider")
     thumb.focus()
     for key in keys:
-        thumb.press(key)
-        page.wait_for_timeout(200)
-        page.wait_for_selector(READY)
+        rerun(page, lambda: thumb.press(key))
 
 
 def charts(page) -> int:
@@ -46,16 +29,15 @@ def test_cost_page(page, open_page, timings) -> None:
         firsts.append(visit(page, "Cost", "Cost"))
         visit(page, "Home", "tfviz")
     firsts.append(visit(page, "Cost", "Cost"))
-    expect(page.get_by_text("Honest windows.")).to_be_visible(timeout=T)
-    expect(page.locator("[data-testid='stPlotlyChart']").first).to_be_visible(timeout=T)
+    expect(page.get_by_text("Honest windows.")).to_be_visible()
+    expect(page.locator("[data-testid='stPlotlyChart']").first).to_be_visible()
     assert charts(page) == 2  # time + memory (reference) or FLOPs + memory (analytic)
 
     switches = []
-    for label in ("forward + backward", "forward", "forward + backward", "forward"):
-        t0 = time.perf_counter()
-        page.get_by_text(label, exact=True).click()
-        page.wait_for_timeout(100)
-        page.wait_for_selector(READY)
+    for _ in range(4):  # switch the pass to the other one (the default depends on the device)
+        forward = page.get_by_role("radio", name="forward", exact=True).is_checked()
+        other = page.get_by_text("forward + backward" if forward else "forward", exact=True)
+        t0 = rerun(page, other.click)
         switches.append(time.perf_counter() - t0)
     page.screenshot(path=str(SCREENSHOTS / "cost_before_measuring.png"))
 
@@ -63,8 +45,8 @@ def test_cost_page(page, open_page, timings) -> None:
     slider_keys(page, "repeats", "Home")  # 1
     t0 = time.perf_counter()
     page.get_by_role("button", name="Measure now").click()
-    expect(page.get_by_text("Measured on this machine")).to_be_visible(timeout=120_000)
-    page.wait_for_selector(READY)
+    expect(page.get_by_text("Measured on this machine")).to_be_visible(timeout=TRAINING_DEADLINE_MS)
+    settle(page)
     measured = time.perf_counter() - t0
     expect(page.get_by_text("n = 256, 512,")).to_be_visible()
     assert charts(page) == 4  # time, memory, KV cache, generation speed

@@ -9,39 +9,34 @@ import re
 import time
 import urllib.request
 
+from browser_helpers import DEADLINE_MS, TRAINING_DEADLINE_MS, nav, select, settle, track_runs
 from playwright.sync_api import expect
 
-READY = "[data-testid='stApp'][data-test-script-state='notRunning']"
 STEPS = 200
 
 
 def _context(browser, url):
     ctx = browser.new_context(base_url=url, viewport={"width": 1400, "height": 900})
-    ctx.set_default_timeout(60_000)
+    ctx.set_default_timeout(DEADLINE_MS)
     page = ctx.new_page()
+    track_runs(page)
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     return ctx, page, errors
 
 
-def _nav(page, title: str) -> None:
-    page.locator("[data-testid='stSidebarNav'] a", has_text=title).click()
-
-
 def test_closing_the_browser_mid_training_loses_nothing(browser, streamlit_server):
     url = streamlit_server.url
     ctx, page, errors = _context(browser, url)
     page.goto("/")
-    page.wait_for_selector(READY)
-    _nav(page, "Train")
+    settle(page)
+    nav(page, "Train")
     expect(page.get_by_role("button", name="Start training")).to_be_visible()
-    page.wait_for_selector(READY)
-    main = page.locator("[data-testid='stMain']")
-    main.locator("[data-testid='stSelectbox']").filter(has_text="Task").first.click()
-    page.get_by_role("option", name="induction", exact=True).click()
+    settle(page)
+    select(page, page.locator("[data-testid='stMain']"), "Task", "induction")
     expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(r"^induction-"))  # the preset
-    page.wait_for_selector(READY)
+    settle(page)
     page.get_by_label("Steps", exact=True).fill(str(STEPS))
     page.get_by_label("Warmup steps").fill("5")
     page.get_by_role("button", name="Start training").click()
@@ -57,26 +52,25 @@ def test_closing_the_browser_mid_training_loses_nothing(browser, streamlit_serve
     ctx.close()  # the laptop lid closes: no browser session is left for this student
     closed_at = time.perf_counter()
 
-    time.sleep(1.0)
-    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as r:
+    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=DEADLINE_MS / 1000) as r:
         assert r.read().decode().strip() == "ok"
 
     # a new tab (a new browser context) at the same URL, later
     ctx2, page2, errors2 = _context(browser, url)
     page2.goto(f"/?sid={sid}")
-    page2.wait_for_selector(READY)
-    _nav(page2, "Train")
+    settle(page2)
+    nav(page2, "Train")
     expect(page2.get_by_role("combobox", name="Run")).to_have_value(name)
     expect(page2.locator("p").filter(has_text=re.compile(rf"finished {STEPS} steps in")).first).to_be_visible(
-        timeout=120_000)
+        timeout=TRAINING_DEADLINE_MS)
     done_after = time.perf_counter() - closed_at
     assert re.search(rf"[?&]sid={sid}", page2.url)
-    page2.wait_for_selector(READY)
+    settle(page2)
     # its checkpoint is this session's trained model
     sidebar_box = page2.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Model")
     page2.get_by_role("button", name="Open in the Attention explorer").click()
     page2.wait_for_url(re.compile(r"/attention"))
-    page2.wait_for_selector(READY)
+    settle(page2)
     expect(sidebar_box).to_have_value(f"{name} (trained)")
     assert not errors2 and not page2.locator("[data-testid='stException']").count(), errors2
     ctx2.close()

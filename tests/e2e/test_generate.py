@@ -1,44 +1,14 @@
 """The Generate page in a real browser: generate tokens from a decoder (greedy, then sampled), switch
 heads, and from an encoder-decoder (self- and cross-attention). Prints p50/p95 of first render and
 of a head switch.
-
-Reached through the sidebar link after loading "/" (a first full load *at* /generate makes the
-frontend probe /generate/_stcore/health — 404 console errors — and before any visit to "/" the
-server runs pages/ files alone, without app.py's model picker).
 """
 from __future__ import annotations
 
 import statistics
 import time
 
+from browser_helpers import chart_title, nav, rerun, select, settle
 from playwright.sync_api import expect
-
-READY = "[data-testid='stApp'][data-test-script-state='notRunning']"
-
-
-def _settle(page) -> None:
-    page.wait_for_selector(READY)
-
-
-def _select(page, scope, label: str, option: str) -> None:
-    """Pick ``option`` in the selectbox labelled ``label`` (again if a rerun closed the list)."""
-    box = scope.locator("[data-testid='stSelectbox']").filter(has_text=label).first
-    for attempt in range(3):
-        box.click()
-        try:
-            page.get_by_role("option", name=option, exact=True).click(timeout=2_000)
-            return
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError; retry, then fail loudly
-            print(f"RETRY select {label}={option} attempt {attempt}")
-            if attempt == 2:
-                raise
-            page.keyboard.press("Escape")
-            _settle(page)
-
-
-def _chart_title(page, text: str) -> None:
-    page.locator(".js-plotly-plot .gtitle", has_text=text).first.wait_for()
-    _settle(page)
 
 
 def _pct(values: list[float]) -> tuple[float, float]:
@@ -53,15 +23,16 @@ def test_generate(page, open_page, timings) -> None:
     firsts = []
     for i in range(4):
         if i:
-            page.locator("[data-testid='stSidebarNav'] a", has_text="Home").click()
-            _settle(page)
+            nav(page, "Home")
+            expect(page.locator(".js-plotly-plot")).to_have_count(0)
+            settle(page)
         t0 = time.perf_counter()
         link.click()
-        _chart_title(page, "attention over the past")
+        chart_title(page, "attention over the past")
         firsts.append(time.perf_counter() - t0)
         if i == 0:
-            _select(page, sidebar, "Model", "tiny-coref (shipped)")
-            _settle(page)
+            select(page, sidebar, "Model", "tiny-coref (shipped)")
+            settle(page)
     expect(page.get_by_role("heading", name="Generate")).to_be_visible()
     chips = page.locator(".tfviz-generated span")
     expect(chips).to_have_count(18 + 16)  # the coref prompt (18 tokens) + 16 new tokens
@@ -69,9 +40,8 @@ def test_generate(page, open_page, timings) -> None:
 
     switches = []
     for head in ["1", "2", "3", "average", "1", "2", "3", "average"]:
-        t0 = time.perf_counter()
-        _select(page, page.locator("[data-testid='stMain']"), "Head", head)
-        _chart_title(page, "mean over heads" if head == "average" else f"(head {head})")
+        t0 = select(page, page.locator("[data-testid='stMain']"), "Head", head)
+        chart_title(page, "mean over heads" if head == "average" else f"(head {head})")
         switches.append(time.perf_counter() - t0)
 
     # sampled: temperature 1, top-k 5, fewer tokens
@@ -82,20 +52,20 @@ def test_generate(page, open_page, timings) -> None:
     temp.focus()
     for _ in range(20):  # 0.00 -> 1.00 in steps of 0.05
         page.keyboard.press("ArrowRight")
-    _settle(page)
-    page.get_by_role("button", name="New sample").click()
-    _settle(page)
+    expect(temp_box).to_contain_text("1.00")
+    settle(page)
+    rerun(page, page.get_by_role("button", name="New sample").click)
     expect(page.get_by_label("Seed", exact=True)).to_have_value("4")
     expect(temp_box).to_contain_text("1.00")
     assert chips.count() > 18  # sampling may hit [EOS] early, but generates at least one token
 
     # an encoder-decoder: a source box, and cross-attention over it
-    _select(page, sidebar, "Model", "tiny-translate (shipped)")
-    _chart_title(page, "attention over the past")
+    select(page, sidebar, "Model", "tiny-translate (shipped)")
+    chart_title(page, "attention over the past")
     source = page.get_by_label("Source text (encoder input)")
     expect(source).to_have_value("a green house follows a blue car .")  # the task's example
     page.locator("[data-testid='stRadio']").filter(has_text="Attention").get_by_text("cross").click()
-    _chart_title(page, "cross-attention over the source")
+    chart_title(page, "cross-attention over the source")
     page.set_viewport_size({"width": 1400, "height": 1900})  # the whole page in the screenshot
 
     (f50, f95), (s50, s95) = _pct(firsts), _pct(switches)

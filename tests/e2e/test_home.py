@@ -1,7 +1,10 @@
 """The home page in a real browser: it renders, shows the title and the device, reports no errors."""
 import time
 
+from browser_helpers import SIDEBAR_LINK, settle
 from playwright.sync_api import expect
+
+from ui.navigation import PAGES
 
 
 def test_home_renders(page, open_page, streamlit_server, timings) -> None:
@@ -10,12 +13,19 @@ def test_home_renders(page, open_page, streamlit_server, timings) -> None:
     expect(page.get_by_role("heading", name="tfviz")).to_be_visible()
     expect(page.get_by_text("Device:")).to_be_visible()
     expect(page.get_by_text("Guided tour")).to_be_visible()
+    # the sidebar and the tour are the registered pages, in one order
+    links = [" ".join(t.split()) for t in page.locator(SIDEBAR_LINK).all_inner_texts()]
+    assert links == [f"{p.icon} {p.title}" for p in PAGES]
+    main = page.locator("[data-testid='stMain']")
+    for p in PAGES[1:]:
+        expect(main.get_by_text(p.blurb)).to_be_visible()
+    main.get_by_text(PAGES[3].blurb).click()  # a tour step is a link to its page
+    expect(page.get_by_role("heading", name=PAGES[3].title, exact=True)).to_be_visible()
+    settle(page)
 
     timings["home_first_render_s"] = round(first_render, 2)
     timings.setdefault("launch_to_home_usable_s", round(launch_to_usable, 2))
     print(f"\ncold start (launch -> /_stcore/health ok): {streamlit_server.cold_start_s:.2f} s")
     print(f"first render (goto -> script run done):   {first_render:.2f} s")
     print(f"launch -> home usable:                    {launch_to_usable:.2f} s")
-    # The target is <= 10 s; asserted loosely so a slow or busy CI machine does not flake.
-    assert streamlit_server.cold_start_s <= 60
-    assert first_render <= 60
+    # The target is <= 10 s: reported, not asserted (no assertion depends on the machine's speed).

@@ -20,11 +20,11 @@ from playwright.sync_api import expect
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "robustness"))
+from browser_helpers import DEADLINE_MS, nav, rerun, settle, track_runs  # noqa: E402
 from robust_helpers import Canary  # noqa: E402
 
 from scripts.load_test import StreamlitServer  # noqa: E402
 
-READY = "[data-testid='stApp'][data-test-script-state='notRunning']"
 KEY = "owl-7f3c-maple"
 
 
@@ -45,14 +45,15 @@ class Student:
     def __init__(self, browser, url: str, name: str):
         self.name = name
         self.ctx = browser.new_context(base_url=url, viewport={"width": 1400, "height": 900})
-        self.ctx.set_default_timeout(60_000)
+        self.ctx.set_default_timeout(DEADLINE_MS)
         self.page = self.ctx.new_page()
+        track_runs(self.page)
         self.errors: list[str] = []
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
 
     def settle(self):
-        self.page.wait_for_selector(READY)
+        settle(self.page)
 
     def open(self, query: str = "") -> "Student":
         self.page.goto("/" + query)
@@ -62,7 +63,7 @@ class Student:
 
     def nav(self, title: str):
         """Go to a page and wait for *its* run (not the previous page's finished state)."""
-        self.page.locator("[data-testid='stSidebarNav'] a", has_text=title).click()
+        nav(self.page, title)
         if title == "Home":
             expect(self.page.locator(".js-plotly-plot")).to_have_count(0)
         else:
@@ -82,6 +83,7 @@ class Student:
         self.nav("Home")
         self.nav("Attention explorer")
         self.sidebar.locator("[data-testid='stSelectbox']").filter(has_text="Model").first.click()
+        self.page.get_by_role("option").first.wait_for()  # the list is open
         options = self.page.get_by_role("option").all_inner_texts()
         self.page.keyboard.press("Escape")
         return [o.strip() for o in options]
@@ -89,9 +91,7 @@ class Student:
     def upload(self, path: Path) -> None:
         if not self.sidebar.locator("[data-testid='stFileUploaderDropzone']").is_visible():
             self.sidebar.get_by_text("Upload a checkpoint (.safetensors)").click()  # open the expander
-        self.sidebar.locator("input[type='file']").set_input_files(str(path))
-        self.page.wait_for_timeout(300)  # the upload request, then the script run it triggers
-        self.settle()
+        rerun(self.page, lambda: self.sidebar.locator("input[type='file']").set_input_files(str(path)))
 
     def check(self):
         boxes = self.page.locator("[data-testid='stException']").all_inner_texts()
@@ -132,8 +132,7 @@ def test_students_are_isolated_and_the_teacher_publishes(browser, classroom_serv
     b.sidebar.get_by_text("Teacher", exact=True).click()
     box = b.sidebar.locator("input[aria-label='Teacher key']")
     box.fill("1234")
-    box.press("Enter")
-    b.settle()
+    rerun(b.page, lambda: box.press("Enter"))
     expect(b.sidebar.get_by_text("Wrong teacher key.")).to_be_visible()
     expect(b.page.get_by_role("button", name="Publish this model to the class")).to_have_count(0)
 
@@ -146,10 +145,8 @@ def test_students_are_isolated_and_the_teacher_publishes(browser, classroom_serv
     t.sidebar.get_by_text("Teacher", exact=True).click()
     key = t.sidebar.locator("input[aria-label='Teacher key']")
     key.fill(KEY)
-    key.press("Enter")
-    t.settle()
-    t.page.get_by_role("button", name="Publish this model to the class").click()
-    t.settle()
+    rerun(t.page, lambda: key.press("Enter"))
+    rerun(t.page, t.page.get_by_role("button", name="Publish this model to the class").click)
     expect(t.sidebar.get_by_text(re.compile("Published as lesson"))).to_be_visible()
     assert (folder / "published" / "lesson.safetensors").is_file()
     for s in (a, b):
@@ -160,5 +157,5 @@ def test_students_are_isolated_and_the_teacher_publishes(browser, classroom_serv
     for s in (a, b, t):
         s.check()
         s.close()
-    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as r:
+    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=DEADLINE_MS / 1000) as r:
         assert r.read().decode().strip() == "ok"  # the server stayed up throughout

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from browser_helpers import DEADLINE_MS
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -17,8 +19,9 @@ def test_three_sessions_and_a_training_job_without_errors(browser, streamlit_ser
     out = REPO / "artifacts" / "load-test-ci.json"
     proc = subprocess.run(
         [sys.executable, "scripts/load_test.py", "--url", streamlit_server.url, "--sessions", "3",
-         "--duration", "6", "--think", "0.6", "--model", "tiny-coref (shipped)", "--json", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=240)
+         "--duration", "6", "--think", "0.6", "--model", "tiny-coref (shipped)", "--json", str(out),
+         "--timeout", str(DEADLINE_MS / 1000)],  # a render slower than the tests' deadline is an error
+        cwd=REPO, capture_output=True, text=True, timeout=4 * DEADLINE_MS / 1000)
     print(proc.stdout[-3000:], proc.stderr[-3000:])
     report = json.loads(out.read_text())
     (s,) = report["results"]

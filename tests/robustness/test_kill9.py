@@ -25,7 +25,6 @@ import os
 import random
 import signal
 import time
-from pathlib import Path
 
 import torch
 

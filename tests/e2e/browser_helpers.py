@@ -1,0 +1,133 @@
+"""What every browser test shares: one deadline for every wait, and waits on events, not on time.
+
+- ``DEADLINE_MS`` bounds every wait (Playwright's ``expect`` and every page's default timeout are
+  set to it in conftest.py). A wait returns as soon as its event happens; the deadline only says
+  how slow a machine may be before the test fails: a loaded 2-core machine (another test suite,
+  a training job, torch imported by a cold server, a new tab evaluating Plotly's script) takes
+  tens of seconds at worst. ``TRAINING_DEADLINE_MS`` is for a whole training run to finish.
+- Events: the app root's ``data-test-script-state`` (``READY``: the script run has finished),
+  an element becoming visible or holding a value, and the server's own "script finished"
+  message on the page's websocket (``rerun``): after an action whose result we cannot see
+  (a radio whose charts look the same), ``rerun`` waits for the run that action caused.
+- No fixed sleep is used to synchronise with the app.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+DEADLINE_MS = 120_000
+TRAINING_DEADLINE_MS = 3 * DEADLINE_MS
+READY = "[data-testid='stApp'][data-test-script-state='notRunning']"
+SIDEBAR_LINK = "[data-testid='stSidebarNav'] a"
+# Console errors that are not ours and not a failure; each entry needs a comment saying why.
+# Patterns are matched against "<message text> (<url>)".
+IGNORED_CONSOLE_ERRORS: list[re.Pattern[str]] = [
+    # Opening a page's URL directly (/attention), Streamlit's frontend first probes the server
+    # under the page path (/attention/_stcore/health, …/host-config: its way of finding a base
+    # URL the app may be served under), gets a 404, then finds it at the root. The browser logs
+    # the two 404s; the app works.
+    re.compile(r"^Failed to load resource: .*404.*\(https?://[^ ]+/[^/ ]+/_stcore/(health|host-config)\)$"),
+]
+
+
+def settle(page) -> None:
+    """Wait until the current script run has finished (callers first wait for something only
+    the new run shows, or use ``rerun``: a run not started yet cannot pass for a finished one)."""
+    page.wait_for_selector(READY, timeout=DEADLINE_MS)
+
+
+class Runs:
+    """Counts the script runs the server reports finished to one page (its websocket's
+    ForwardMsg.script_finished), so a test can wait for the run an action caused."""
+
+    def __init__(self, page) -> None:
+        self.ws = None
+        page.on("websocket", self._connected)
+
+    def _connected(self, ws) -> None:
+        if ws.url.endswith("/_stcore/stream"):
+            self.ws = ws
+
+    @staticmethod
+    def finished(payload, fragment: bool = False) -> bool:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        if not isinstance(payload, bytes):
+            return False
+        msg = ForwardMsg.FromString(payload)
+        done = (ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY if fragment
+                else ForwardMsg.FINISHED_SUCCESSFULLY)
+        return msg.WhichOneof("type") == "script_finished" and msg.script_finished == done
+
+
+def track_runs(page) -> Runs:
+    """Call before the page's first goto (the ``page`` fixture does)."""
+    page._tfviz_runs = Runs(page)
+    return page._tfviz_runs
+
+
+def rerun(page, action, *, fragment: bool = False) -> float:
+    """Do ``action()`` (a click, a key press) and wait until the script run it caused has
+    finished on the server and in the page; returns perf_counter() taken just before the action.
+    ``fragment=True`` for a widget inside a fragment (its run is a fragment run)."""
+    runs: Runs = page._tfviz_runs
+    assert runs.ws is not None, "track_runs(page) before the page's first goto"
+    t0 = time.perf_counter()
+    with runs.ws.expect_event("framereceived", timeout=DEADLINE_MS,
+                              predicate=lambda p: Runs.finished(p, fragment)):
+        action()
+    settle(page)
+    return t0
+
+
+def nav(page, title: str) -> None:
+    """Click ``title`` in the sidebar (client-side navigation, as a user does)."""
+    page.locator(SIDEBAR_LINK, has_text=title).click()
+
+
+def visit(page, title: str, heading: str) -> float:
+    """Open a page from the sidebar; seconds until its heading shows and its run finished."""
+    from playwright.sync_api import expect
+
+    t0 = time.perf_counter()
+    nav(page, title)
+    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
+    settle(page)
+    return time.perf_counter() - t0
+
+
+def chart_title(page, text: str) -> None:
+    """Wait for a Plotly chart whose title contains ``text``, then for the run to finish."""
+    page.locator(".js-plotly-plot .gtitle", has_text=text).first.wait_for(timeout=DEADLINE_MS)
+    settle(page)
+
+
+def select(page, scope, label: str, option: str) -> float:
+    """Pick ``option`` in the selectbox labelled ``label`` inside ``scope``; returns
+    perf_counter() at the final click. The list is opened again if something closed it
+    (a rerun redraws the box; a scroll while it opens shuts it), until the deadline."""
+    box = scope.locator("[data-testid='stSelectbox']").filter(has_text=label).first
+    choice = page.get_by_role("option", name=option, exact=True)
+    end, attempt_ms = time.perf_counter() + DEADLINE_MS / 1000, 5_000
+    while True:
+        settle(page)
+        box.scroll_into_view_if_needed(timeout=DEADLINE_MS)
+        if not choice.is_visible():
+            box.click(timeout=DEADLINE_MS)
+        try:  # one try (then the list is opened again, each try longer), not the deadline
+            choice.wait_for(state="visible", timeout=attempt_ms)
+            t0 = time.perf_counter()
+            choice.click(timeout=attempt_ms)
+            return t0
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError: the list shut; open it again
+            if time.perf_counter() > end:
+                raise
+            attempt_ms *= 2
+            page.keyboard.press("Escape")
+
+
+def pct(values, p: float) -> float:
+    """The p-th percentile (nearest rank) of ``values``."""
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))], 3)
