@@ -6,7 +6,7 @@ import streamlit as st
 from tfviz import viz
 from tfviz.model.config import ARCHS, POS_SCHEMES
 from tfviz.tasks import TASKS
-from tfviz.train.presets import CPU_SECONDS
+from tfviz.train.presets import claim
 from ui import train_state as ts
 from ui.figures import charts_later, show
 from ui.jobs import job_manager, my_jobs
@@ -36,8 +36,8 @@ with left:
     pick(b, "Preset", ts.presets_for(f["task"], ts.cuda_available()), "preset",
          on_change=ts.apply_preset)
     task_cls, pre = TASKS[f["task"]], ts.current_preset()
-    st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. Quick preset: about "
-               f"{CPU_SECONDS.get(pre.task, 20)} s on one CPU core.")
+    ts.prepare(pre)  # its examples are generated while you read the form: Start trains at once
+    st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim(pre.task)}")
     with st.form("train_form"):
         m1, m2 = st.columns(2)
         pick(m1, "Architecture", [x for x in ARCHS if x in task_cls.archs], "arch")

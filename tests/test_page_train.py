@@ -86,6 +86,53 @@ def test_every_preset_builds_valid_configs(name) -> None:
     assert list(presets_for(name, cuda=True)) == [CPU, GPU]
 
 
+def test_every_quick_preset_has_a_current_measurement() -> None:
+    """The Train page quotes measured figures only: each quick preset has one, taken with the
+    preset as it is now (a changed preset must be measured again)."""
+    from tfviz.train import presets
+
+    stale = sorted(set(QUICK) - set(presets.timings()))
+    assert not stale, f"measure them again: python -m tfviz.train.presets measure {' '.join(stale)}"
+    for name, m in presets.timings().items():
+        assert m["status"] == "done" and m["steps"] == QUICK[name].train.steps
+        assert 0 < m["first_loss_s"] < m["seconds"] and 0 < m["cpu_seconds"]
+        assert len(m["load_average"]) == 2 and m["threads"] == 1
+
+
+def test_the_train_page_quotes_the_stored_measurement(models_dir, monkeypatch, tmp_path) -> None:
+    from tfviz.train import presets
+
+    m = {"task": "coref", "fingerprint": presets.fingerprint(QUICK["coref"]), "steps": 400,
+         "seconds": 41.2, "cpu_seconds": 12.6, "first_loss_s": 0.61, "task_build_s": 3.0, "status": "done",
+         "final": {"test_accuracy": 0.97}, "threads": 1, "cpu": "x86_64", "cpu_count": 2,
+         "load_average": [4.9, 5.3], "measured": "2026-11-23"}
+    stored = tmp_path / "timings.json"
+    stored.write_text(json.dumps({"coref": m}))
+    monkeypatch.setattr(presets, "TIMINGS_FILE", stored)
+
+    def caption(at) -> str:
+        return next(c.value for c in at.caption if "Look for" in c.value)
+
+    at = open_train("coref")
+    assert presets.claim("coref") in caption(at)
+    assert ("41 s for 400 steps (first loss point 0.6 s after the start), measured on 1 core of "
+            "a 2-core CPU under other work (load average 4.9 at the start, 5.3 at the end); it "
+            "used 13 s of CPU") in caption(at)
+    stored.write_text(json.dumps({"coref": {**m, "fingerprint": "another preset"}}))
+    at.run()
+    assert "not measured since it last changed" in caption(at)  # never a stale figure
+
+
+def test_the_selected_task_is_prepared_while_the_form_is_read(models_dir) -> None:
+    import ui.train_state as ts
+
+    at = open_train("copy")
+    pre = QUICK["copy"]
+    thread = ts._preparing(pre.task, json.dumps(pre.task_params, sort_keys=True))
+    thread.join(TIMEOUT_S)
+    assert not thread.is_alive() and ts.preset_task(pre)._built is not None
+
+
 def test_build_configs_rejects_bad_values() -> None:
     task = make_task("copy")
     base = dict(QUICK["copy"].model)

@@ -322,3 +322,26 @@ def test_early_stopping_ends_with_the_best_weights(monkeypatch):
     result = train(model, task, quick(steps=40, eval_every=4, patience=2), [keep])
     assert result.step == 16 and "kept the weights of step 8" in result.message, result.message
     assert all(torch.equal(v.cpu(), model.state_dict()[k].cpu()) for k, v in at_8.items())
+
+
+def test_the_first_loss_point_comes_at_step_one():
+    """The Train page's first loss point must not wait for log_every steps (or an evaluation):
+    the first metrics event is step 1, before any other step; then every log_every steps."""
+    task = copy_task()
+    events = []
+    train(build(task), task, quick(log_every=5, eval_every=10, steps=10), [events.append])
+    kinds = [(e.kind, e.step) for e in events if e.kind in ("metrics", "snapshot")]
+    assert kinds[:2] == [("snapshot", 0), ("metrics", 1)]
+    assert [s for k, s in kinds if k == "metrics"] == [1, 5, 10]
+
+
+def test_the_first_loss_point_of_a_resumed_run_is_its_first_step(tmp_path):
+    task = copy_task()
+    model = build(task)
+    train(model, task, quick(steps=4, log_every=10, eval_every=0), checkpoint=tmp_path / "r")
+    from tfviz.checkpoint import load_checkpoint
+
+    ck = load_checkpoint(tmp_path / "r.safetensors")
+    events = []
+    train(ck.model, task, quick(steps=8, log_every=10, eval_every=0), [events.append], resume=ck)
+    assert [e.step for e in events if e.kind == "metrics"] == [5, 8]

@@ -7,6 +7,7 @@ own jobs, also after a reload (the id lives in the URL).
 from __future__ import annotations
 
 import os
+import threading
 
 import streamlit as st
 
@@ -22,7 +23,17 @@ def job_manager():
     # web server always has a core to answer with.
     k = int(os.environ.get("TFVIZ_MAX_JOBS", "2"))
     cores = cpu_count()
+    threading.Thread(target=_warm_up, daemon=True, name="tfviz-warm-up").start()
     return JobManager(max_concurrent=k, torch_threads=max(1, cores - 1))
+
+
+def _warm_up() -> None:
+    """The first AdamW a process builds imports torch._dynamo: 2.4 s of CPU (20 s of wall time
+    at load average 14), all of it between a first Start and its first loss point. Done here,
+    in the background, when the Train page first opens."""
+    import torch
+
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
 
 
 def my_jobs():

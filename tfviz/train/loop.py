@@ -206,7 +206,8 @@ class _Run:
         last = step == cfg.steps
         evaluate = last or (cfg.eval_every and step % cfg.eval_every == 0)
         stop = False
-        if self.d.main and (evaluate or step % cfg.log_every == 0):
+        first = step == self.start_step + 1  # the first loss point comes at once, not after log_every
+        if self.d.main and (evaluate or first or step % cfg.log_every == 0):
             now = time.perf_counter()
             elapsed = now - self.t_start
             m = {"step": step, "train_loss": w[0] / w[1], "lr": lr, "grad_norm": grad_norm,

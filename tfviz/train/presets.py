@@ -5,14 +5,19 @@ train to a visible result — a falling loss and heads that specialise — quick
     task = make_task(preset.task, **preset.task_params)
     model_config, train_config = build_configs(task, preset.model, preset.train.to_dict())
 
-"quick (CPU)" presets finish in about 5-20 s with one CPU thread (timed on a 2-core laptop-class
-machine; ``CPU_SECONDS``); "bigger (GPU)" presets are wider and deeper, with more steps and
-larger batches, meant for a CUDA GPU. ``build_configs`` is the one place form input becomes
+"quick (CPU)" presets train on one CPU thread; how long each took, what it reached and under what
+load is *measured* (``python -m tfviz.train.presets measure``) and stored beside this file in
+preset_timings.json, which the Train page quotes (``claim``): a figure shown to a class is one
+someone measured, never an estimate. "bigger (GPU)" presets are wider and deeper, with more steps
+and larger batches, meant for a CUDA GPU. ``build_configs`` is the one place form input becomes
 validated configs: every bad value surfaces as ModelConfig's / TrainConfig's ``ValueError``.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..model import ModelConfig
@@ -57,7 +62,7 @@ QUICK: dict[str, Preset] = {
                         dict(SMALL, n_heads=2, arch="decoder", pos="learned", attn_only=True),
                         _cpu(500, 25)),
     "copy": Preset("copy", "cross-attention becomes a diagonal: output i reads input i",
-                   dict(SMALL, arch="encoder-decoder", pos="sinusoidal"), _cpu(250, 10)),
+                   dict(SMALL, arch="encoder-decoder", pos="sinusoidal"), _cpu(400, 20)),
     "reverse": Preset("reverse", "cross-attention becomes an anti-diagonal",
                       dict(SMALL, arch="encoder-decoder", pos="sinusoidal"), _cpu(400, 20)),
     "sort": Preset("sort", "each output reads the next-larger input symbol",
@@ -70,9 +75,6 @@ QUICK: dict[str, Preset] = {
     "lm": Preset("lm", "previous-token heads; the loss falls well below log(vocab)",
                  dict(SMALL, arch="decoder", pos="rope"), _cpu(400, 20, eval_every=100)),
 }
-# Seconds each quick preset trained for (one torch thread, this project's 2-core CPU machine).
-CPU_SECONDS = {"coref": 13, "induction": 5, "copy": 7, "reverse": 19, "sort": 12, "translate": 14,
-               "mlm": 10, "lm": 16}
 
 GPU_TASK_PARAMS = {"lm": dict(n_sentences=100_000)}  # 5x the text: a bigger model memorises less
 # Step caps from validation curves measured on an H100 (docs/bench/presets_cuda_curves.txt): every task
@@ -115,3 +117,106 @@ def build_configs(task, model_fields: dict[str, Any], train_fields: dict[str, An
     model_config = model_config_for(task, **fields)
     train_config = TrainConfig(**{k: v for k, v in train_fields.items() if k != "format_version"})
     return model_config, train_config
+
+
+# ------------------------------------------------------------------------ measured, not guessed
+TIMINGS_FILE = Path(__file__).with_name("preset_timings.json")
+
+
+def fingerprint(preset: Preset) -> str:
+    """Changes whenever the preset does (its model, training or task settings): a measurement
+    stored for another fingerprint is not quoted."""
+    blob = json.dumps([preset.task, preset.model, preset.train.to_dict(), preset.task_params],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def measure(name: str, threads: int = 1) -> dict[str, Any]:
+    """Train the quick preset of ``name`` as the app does (one torch thread by default) and
+    return what was measured: seconds from the call to the first loss point and to the end, the
+    CPU seconds it used (about what it takes on an idle core), the task's build time, the final
+    validation/test metrics, and the machine and its load average (the other work running on it)
+    before and after."""
+    import os
+    import platform
+    import time
+
+    import torch
+
+    from ..model import Transformer
+    from ..tasks import make_task
+    from .loop import train
+
+    preset = QUICK[name]
+    load_before = os.getloadavg()
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        t0 = time.perf_counter()
+        task = make_task(preset.task, **preset.task_params)
+        task.examples("train")
+        built = time.perf_counter() - t0
+        model_config, train_config = build_configs(task, preset.model, preset.train.to_dict())
+        torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # its first use imports torch._dynamo
+        first: list[float] = []                                   # (the app does that at start-up)
+        t1, c1 = time.perf_counter(), time.process_time()
+        result = train(Transformer(model_config), task, train_config,
+                       [lambda e: first.append(time.perf_counter() - t1) if e.kind == "metrics" else None])
+        took, cpu = time.perf_counter() - t1, time.process_time() - c1
+    finally:
+        torch.set_num_threads(old_threads)
+    return {"task": name, "fingerprint": fingerprint(preset), "steps": train_config.steps,
+            "seconds": round(took, 1), "cpu_seconds": round(cpu, 1),
+            "first_loss_s": round(first[0], 2) if first else None,
+            "task_build_s": round(built, 1), "status": result.status,
+            "final": {k: round(v, 4) for k, v in result.final.items()},
+            "threads": threads, "cpu": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "load_average": [round(load_before[0], 1),
+                                                          round(os.getloadavg()[0], 1)],
+            "measured": time.strftime("%Y-%m-%d")}
+
+
+def timings() -> dict[str, dict[str, Any]]:
+    """The stored measurements, by task (only those still matching their preset)."""
+    try:
+        stored = json.loads(TIMINGS_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in stored.items() if k in QUICK and v.get("fingerprint") == fingerprint(QUICK[k])}
+
+
+def claim(name: str) -> str:
+    """One sentence for the Train page: how long the quick preset took, as measured, and where."""
+    m = timings().get(name)
+    if m is None:
+        return "Quick preset: not measured since it last changed."
+    start, end = m["load_average"]
+    return (f"Quick preset: {m['seconds']:.0f} s for {m['steps']} steps (first loss point "
+            f"{m['first_loss_s']:.1f} s after the start), measured on {m['threads']} core of a "
+            f"{m['cpu_count']}-core CPU under other work (load average {start:g} at the start, "
+            f"{end:g} at the end); it used {m['cpu_seconds']:.0f} s of CPU, about its time on an "
+            f"idle core.")
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tfviz.train.presets",
+                                 description="Measure the quick presets; store the figures the "
+                                             "Train page quotes in " + TIMINGS_FILE.name)
+    ap.add_argument("command", choices=["measure"])
+    ap.add_argument("tasks", nargs="*", help=f"default: all ({', '.join(QUICK)})")
+    args = ap.parse_args(argv)
+    try:
+        stored = json.loads(TIMINGS_FILE.read_text())
+    except (OSError, ValueError):
+        stored = {}
+    for name in args.tasks or list(QUICK):
+        stored[name] = measure(name)
+        print(json.dumps(stored[name]), flush=True)
+        TIMINGS_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
