@@ -128,7 +128,7 @@ def test_the_selected_task_is_prepared_while_the_form_is_read(models_dir) -> Non
 
     at = open_train("copy")
     pre = QUICK["copy"]
-    thread = ts._preparing(pre.task, json.dumps(pre.task_params, sort_keys=True))
+    thread = ts.prepare(pre)  # the thread the page started (once per server)
     thread.join(TIMEOUT_S)
     assert not thread.is_alive() and ts.preset_task(pre)._built is not None
 

@@ -3,6 +3,7 @@ into configs, naming runs, and describing a job's progress. The training itself 
 ``tfviz.train.jobs`` threads that never touch Streamlit; everything here only reads snapshots."""
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -36,20 +37,22 @@ def preset_task(pre):
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _preparing(name: str, params_json: str) -> threading.Thread:
-    task = cached_task(name, params_json)
+def _preparing(spec_json: str) -> threading.Thread:
+    from tfviz.tasks import cached_task
+
+    task = cached_task(json.loads(spec_json))  # the very task preset_task returns
     thread = threading.Thread(target=task.examples, args=("train",), daemon=True,
-                              name=f"tfviz-prepare-{name}")
+                              name=f"tfviz-prepare-{task.name}")
     thread.start()
     return thread
 
 
-def prepare(pre) -> None:
+def prepare(pre) -> threading.Thread:
     """Generate the preset task's examples in a background thread (once per server) while the
     student reads the form, so that Start goes straight to the first step: building the coref
     task took 8.5 s at load average 12, all of it before the first loss point. A Start pressed
     sooner waits for the same build (tasks build once, under a lock)."""
-    _preparing(pre.task, json.dumps(pre.task_params, sort_keys=True))
+    return _preparing(json.dumps({"name": pre.task, **pre.task_params}, sort_keys=True))
 
 
 FORM_KEYS = ("task", "preset", "arch", "pos", "d_model", "n_layers", "n_heads", "attn_kind",
