@@ -125,5 +125,6 @@ with right:
 
     if later:
         st.caption("Loading the charts…")
-    elif not snap.active:
-        ts.replay(job, snap.name)
+
+if not later and not snap.active:  # full width under both columns: readable at 1024 px
+    ts.replay(job, snap.name)
