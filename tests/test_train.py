@@ -339,8 +339,6 @@ def test_the_first_loss_point_of_a_resumed_run_is_its_first_step(tmp_path):
     task = copy_task()
     model = build(task)
     train(model, task, quick(steps=4, log_every=10, eval_every=0), checkpoint=tmp_path / "r")
-    from tfviz.checkpoint import load_checkpoint
-
     ck = load_checkpoint(tmp_path / "r.safetensors")
     events = []
     train(ck.model, task, quick(steps=8, log_every=10, eval_every=0), [events.append], resume=ck)
