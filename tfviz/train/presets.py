@@ -126,7 +126,9 @@ TIMINGS_FILE = Path(__file__).with_name("preset_timings.json")
 def fingerprint(preset: Preset) -> str:
     """Changes whenever the preset does (its model, training or task settings): a measurement
     stored for another fingerprint is not quoted."""
-    blob = json.dumps([preset.task, preset.model, preset.train.to_dict(), preset.task_params],
+    defaults = TrainConfig().to_dict()  # a new TrainConfig field with a default changes nothing
+    train = {k: v for k, v in preset.train.to_dict().items() if defaults.get(k, object()) != v}
+    blob = json.dumps([preset.task, preset.model, train, preset.task_params],
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
