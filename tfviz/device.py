@@ -3,6 +3,7 @@ CPU (training, the job manager, the benchmarks and the app's device banner all a
 from __future__ import annotations
 
 import os
+import platform
 
 import torch
 
@@ -50,6 +51,19 @@ def device_label(device: torch.device) -> str:
     if device.type == "cuda":
         return f"GPU ({torch.cuda.get_device_name(device)})"
     return {"mps": "Apple GPU (MPS)", "cpu": "CPU"}.get(device.type, str(device))
+
+
+def device_name(device: str | torch.device) -> str:
+    """The hardware's own name: the GPU model, or the CPU model from /proc/cpuinfo where there is one."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), name)
+    except OSError:
+        return name
 
 
 def describe_device() -> str:

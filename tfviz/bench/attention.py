@@ -31,7 +31,6 @@ import functools
 import json
 import math
 import os
-import platform
 import statistics
 import time
 from datetime import datetime, timezone
@@ -41,6 +40,7 @@ import pandas as pd
 import torch
 
 from ..analysis.cost import attention_bytes, attention_flops
+from ..device import cpu_count, cuda_available, device_name
 from ..model import ModelConfig
 from ..model.attention import Attention, AttnContext
 from ..model.banded import banded_attention, chunked_attention, flex_available
@@ -302,17 +302,8 @@ def ratio_table(df: pd.DataFrame, pass_: str = "fwd+bwd",
 def machine(device: str | torch.device = "cpu") -> dict:
     """Where a measurement was taken: device name, threads, torch version, load, time (UTC)."""
     device = torch.device(device)
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-    else:
-        name = platform.processor() or platform.machine()
-        try:
-            with open("/proc/cpuinfo") as f:
-                name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), name)
-        except OSError:
-            pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return dict(device=device.type, name=name, cores=os.cpu_count(), threads=torch.get_num_threads(),
+    return dict(device=device.type, name=device_name(device), cores=cpu_count(), threads=torch.get_num_threads(),
                 torch=torch.__version__, load_average=load,
                 measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -378,7 +369,7 @@ def format_targets(results) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cuda = torch.cuda.is_available()
+    cuda = cuda_available()
     p = argparse.ArgumentParser(prog="python -m tfviz.bench attention", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, nargs="+", help="sequence lengths (default: 1024 doubling to --max-n)")

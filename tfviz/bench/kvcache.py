@@ -21,6 +21,7 @@ from ..analysis.cost import kv_cache_bytes
 from ..model import ModelConfig
 from ..model import Transformer
 from ..model.decoding import check_generation
+from ..train.setup import new_model
 from .measure import time_once
 
 
@@ -57,8 +58,7 @@ def random_models(d_model=256, n_heads=8, n_layers=4, vocab=256, max_len=192,
     for kind, n_kv in kinds(n_heads).items():
         cfg = ModelConfig(arch="decoder", vocab_size=vocab, d_model=d_model, n_heads=n_heads,
                           n_kv_heads=n_kv, n_layers=n_layers, max_len=max_len, pos="rope", pad_id=None)
-        torch.manual_seed(seed)
-        models[kind] = Transformer(cfg).eval()
+        models[kind] = new_model(cfg, seed).eval()
     return models
 
 

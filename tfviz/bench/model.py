@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..analysis.cost import train_flops_per_token
-from ..device import bf16_peak_flops
+from ..device import bf16_peak_flops, default_device, device_name
 from ..model import ModelConfig
 from ..model import Transformer
 from ..recording import record
@@ -204,7 +204,7 @@ def bench_recording(device, dtype, T: int, reps: int, warmup: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tfviz.bench model", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", default=default_device())
     p.add_argument("--dtype", choices=["fp32", "bf16"], default=None,
                    help="default: bf16 autocast on CUDA, fp32 on CPU")
     p.add_argument("--shapes", default=None,
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype or ("bf16" if cuda else "fp32")]
     shapes = (args.shapes or ("nanogpt,gpt2" if cuda else "nanogpt")).split(",")
     compiled = args.compile or ("gpt2" if cuda else "none")
-    name = torch.cuda.get_device_name(device) if cuda else f"CPU, {torch.get_num_threads()} threads"
+    name = device_name(device) if cuda else f"CPU, {torch.get_num_threads()} threads"
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     print(f"device: {name}; dtype: {str(dtype).removeprefix('torch.')}; torch {torch.__version__}; {when}")
     torch.manual_seed(0)

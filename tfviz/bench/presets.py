@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 
 import torch
 
-from ..model import Transformer
+from ..device import cuda_available, device_name
 from ..tasks import make_task
-from ..train import train
+from ..train import new_model, train
 from ..train.presets import GPU, QUICK, build_configs, presets_for
 
 LIMIT_S = 60.0
@@ -37,8 +37,7 @@ def train_preset(task_name: str, label: str, stop_after: float | None = None) ->
     pre = presets_for(task_name, cuda=True)[label]
     task = make_task(pre.task, **pre.task_params)
     mcfg, tcfg = build_configs(task, pre.model, pre.train.to_dict())
-    torch.manual_seed(tcfg.seed)
-    model = Transformer(mcfg)
+    model = new_model(mcfg, tcfg.seed)
     deadline = None if stop_after is None else time.perf_counter() + stop_after
     result = train(model, task, tcfg, stop=None if deadline is None else (lambda: time.perf_counter() > deadline))
     evals = [h for h in result.history if "val_loss" in h]
@@ -114,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the raw figures here (JSON)")
     p.add_argument("--out", help="write the report here")
     a = p.parse_args(argv)
-    cuda = torch.cuda.is_available()
-    name = torch.cuda.get_device_name(0) if cuda else "CPU"
+    cuda = cuda_available()
+    name = device_name("cuda") if cuda else "CPU"
     header = (f"presets {a.label!r}: {name}; torch {torch.__version__}; "
               f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}"
               + (f"; all {len(a.names)} trained at once (parallel processes: upper bounds)" if a.parallel else ""))

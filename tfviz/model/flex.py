@@ -28,6 +28,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from ..device import cuda_available
+
 BLOCK = 128  # FlexAttention's default tile: BLOCK query positions × BLOCK key positions
 ScoreMod = Callable[..., torch.Tensor]  # (score, batch, head, q_idx, k_idx) -> score + bias
 # Each distinct (shape, dtype, grad mode, mods) compiles once; torch's default limit (8) would make
@@ -42,7 +44,7 @@ def importable() -> bool:
 
 def available() -> bool:
     """FlexAttention's fused kernel runs here: a CUDA GPU and a torch that has it."""
-    return torch.cuda.is_available() and importable()
+    return cuda_available() and importable()
 
 
 # ------------------------------------------------------------------------------ the mods

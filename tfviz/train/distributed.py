@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..device import cuda_available
+
 
 @dataclass(frozen=True)
 class Dist:
@@ -42,7 +44,7 @@ def init_distributed(device: str = "auto") -> Dist:
     if world <= 1 or (dist.is_available() and dist.is_initialized()):
         return current()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    gpu = device in ("auto", "cuda") and torch.cuda.is_available()
+    gpu = device in ("auto", "cuda") and cuda_available()
     if gpu:
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
     dist.init_process_group("nccl" if gpu else "gloo")
