@@ -383,3 +383,13 @@ def teardown_module(module):
         print("\nmax |tfviz - transformers| per family:")
         for kind, d in MEASURED.items():
             print(f"  {kind:22} " + "  ".join(f"{k} {v:.2g}" for k, v in d.items()))
+
+
+def test_bench_hf_says_plainly_when_transformers_is_missing(monkeypatch, capsys):
+    import sys
+
+    from tfviz.bench import hf as bench_hf
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    assert bench_hf.main(["--reps", "1"]) == 2
+    assert "transformers, which is not installed" in capsys.readouterr().out
+    assert bench_hf.gpt2_small_config().d_model == 768
