@@ -148,6 +148,17 @@ def test_special_ids_and_display_by_family(folders):
     assert llama.encode("the cat").tokens[0].startswith(" ")  # '▁' shown as a space
 
 
+def test_special_tokens_found_without_tokenizer_config(folders, tmp_path):
+    """Older BERT folders name their specials nowhere but tokenizer.json: recognised there."""
+    folder = _copy(folders, "bert", tmp_path / "old-bert")
+    (folder / "tokenizer_config.json").unlink()
+    tok = from_pretrained(folder).tokenizer
+    want = from_pretrained(folders["bert"][0]).tokenizer
+    assert tok.specials == want.specials and len(tok.specials) == 5
+    (folder / "special_tokens_map.json").write_text(json.dumps({"mask_token": "[SEP]"}))
+    assert from_pretrained(folder).tokenizer.mask_id == want.sep_id  # the file's word wins
+
+
 def test_sharded_folder_and_progress(folders, tmp_path):
     _, hf = folders["gpt2"]
     hf.save_pretrained(str(tmp_path / "sharded"), max_shard_size="40KB")

@@ -30,6 +30,7 @@ from .. import storage
 
 CONFIG, WEIGHTS, INDEX = "config.json", "model.safetensors", "model.safetensors.index.json"
 TOKENIZER, TOKENIZER_CONFIG = "tokenizer.json", "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"  # older transformers wrote the special tokens here
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 LOCAL_MAX_BYTES = 2 * 2**30
 """Default limit on a folder's weight files (2 GiB: GPT-2 small is 0.5 GB, medium 1.5 GB). Loaded
@@ -106,6 +107,7 @@ class ModelFolder:
     nbytes: int                      # their total size on disk
     tokenizer_file: Path | None
     tokenizer_config: dict = field(default_factory=dict)
+    special_tokens_map: dict = field(default_factory=dict)
 
     @classmethod
     def open(cls, path: str | os.PathLike, max_bytes: int | None = None) -> "ModelFolder":
@@ -134,9 +136,10 @@ class ModelFolder:
                 raise ModelFolderError(f"{root / INDEX}: names tensors its shards do not hold "
                                        f"({', '.join(sorted(wrong)[:3])})")
         tok = root / TOKENIZER
-        tok_cfg = root / TOKENIZER_CONFIG
+        extra = {name: _read_json(root / name, name) if (root / name).is_file() else {}
+                 for name in (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)}
         return cls(root, config, shards, files, nbytes, tok if tok.is_file() else None,
-                   _read_json(tok_cfg, "tokenizer config") if tok_cfg.is_file() else {})
+                   extra[TOKENIZER_CONFIG], extra[SPECIAL_TOKENS_MAP])
 
     @staticmethod
     def _weight_files(root: Path) -> tuple[list[Path], dict[str, str] | None]:

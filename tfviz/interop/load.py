@@ -59,7 +59,8 @@ def from_pretrained(path: str | os.PathLike, *, max_bytes: int | None = None,
     report(0.95, "reading tokenizer.json")
     tokenizer = None
     if folder.tokenizer_file is not None:
-        tokenizer = load_tokenizer(folder.tokenizer_file, folder.tokenizer_config, folder.config)
+        tokenizer = load_tokenizer(folder.tokenizer_file, folder.tokenizer_config, folder.config,
+                                   folder.special_tokens_map)
         if tokenizer.vocab_size > cfg.vocab_size:
             raise ModelFolderError(f"{folder.path}: tokenizer.json has {tokenizer.vocab_size} tokens but "
                                    f"the model only {cfg.vocab_size} embeddings")
