@@ -28,12 +28,13 @@ SOURCE = "huggingface"
 
 
 def from_pretrained(path: str | os.PathLike, *, max_bytes: int | None = None,
-                    progress: Progress | None = None) -> Checkpoint:
+                    progress: Progress | None = None, device: str | torch.device = "cpu") -> Checkpoint:
     """Open a Hugging Face model folder (see ``tfviz.interop.folder`` for the layouts) as a
     ``Checkpoint`` whose ``model`` computes what transformers computes (float32). Raises
     ``ModelFolderError`` (a ValueError) saying why a folder cannot be opened: an unknown
     model_type, an option tfviz does not implement, pickle-only weights, weights over
-    ``max_bytes`` (default ``folder.local_max_bytes()``), a mapping that leaves weights unused."""
+    ``max_bytes`` (default ``folder.local_max_bytes()``), a mapping that leaves weights unused.
+    The model is moved to ``device`` (as ``load_checkpoint`` does) and put in eval mode."""
     report = progress or (lambda fraction, message: None)
     report(0.0, "reading config.json")
     folder = ModelFolder.open(path, max_bytes)
@@ -52,7 +53,7 @@ def from_pretrained(path: str | os.PathLike, *, max_bytes: int | None = None,
             "implement, so it would compute something else; refused")
     report(0.9, "building the model")
     try:
-        model = Transformer.from_state_dict(cfg, state).eval()
+        model = Transformer.from_state_dict(cfg, state).to(device).eval()
     except (RuntimeError, ValueError) as e:  # a shape that does not fit config.json
         raise ModelFolderError(f"{folder.path}: the weights do not fit config.json: "
                                f"{str(e).splitlines()[-1].strip()[:300]}") from None
