@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         print("python -m tfviz.bench hf compares with transformers, which is not installed: "
               "pip install 'transformers>=5,<6' (tfviz itself does not need it)")
         return 2
+    transformers.utils.logging.disable_progress_bar()
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
     print(f"CPU, {torch.get_num_threads()} threads, {os.cpu_count()} cores; torch {torch.__version__}, "
           f"transformers {transformers.__version__}; load average {' '.join(f'{x:.2f}' for x in load)}")
