@@ -74,7 +74,7 @@ def resolve(path: str | os.PathLike) -> Path:
     if snaps.is_dir():
         ref = p / "refs" / "main"
         rev = ref.read_text().strip() if ref.is_file() else ""
-        if rev and re.fullmatch(r"[0-9a-zA-Z._-]+", rev) and (snaps / rev / CONFIG).is_file():
+        if re.fullmatch(r"[0-9a-zA-Z_-][0-9a-zA-Z._-]*", rev) and (snaps / rev / CONFIG).is_file():
             return snaps / rev
         found = sorted((s for s in snaps.iterdir() if (s / CONFIG).is_file()),
                        key=lambda s: s.stat().st_mtime, reverse=True)
