@@ -347,16 +347,17 @@ def test_snapshots_of_a_coref_probe_have_antecedent(coref):
 
 
 # ------------------------------------------------------------------------- RoPE
-def test_rope_score_grid_is_toeplitz():
+@pytest.mark.parametrize("pairs", ["interleaved", "half"])
+def test_rope_score_grid_is_toeplitz(pairs):
     torch.manual_seed(0)
     d, n = 16, 12
     q, k, f = torch.randn(d), torch.randn(d), rope_freqs(d)
-    g = rope_score_grid(q, k, f, n)
+    g = rope_score_grid(q, k, f, n, pairs)
     assert g.shape == (n, n)
     for off in range(-n + 1, n):
         diag = torch.diagonal(g, -off)  # entries with m - p = off
         torch.testing.assert_close(diag, diag[:1].expand_as(diag), atol=1e-10, rtol=0)
-    by_off = rope_score_by_offset(q, k, f, torch.arange(n))
+    by_off = rope_score_by_offset(q, k, f, torch.arange(n), pairs)
     torch.testing.assert_close(by_off, g[torch.arange(n), 0])
     assert g[0, 0] == pytest.approx(float(q.double() @ k.double()))
     assert not torch.allclose(g[0, 1], g[0, 0])  # position matters (off the diagonal)

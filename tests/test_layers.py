@@ -24,9 +24,10 @@ RANKS = {
     "tfviz.model": 1,    # the network, its config and registries
     "tfviz.recording": 2, "tfviz.tasks": 2,
     "tfviz.analysis": 3, "tfviz.generation": 3,
-    "tfviz.interop": 3,  # reserved: outside formats (Hugging Face), issue 12
     "tfviz.train": 4,    # training, and the checkpoint it writes (tfviz.train.checkpoint)
-    "tfviz.publish": 5, "tfviz.zoo": 5, "tfviz.bench": 5,
+    "tfviz.publish": 5, "tfviz.zoo": 5,
+    "tfviz.interop": 5,  # outside formats: Hugging Face folders -> Checkpoint, GPT-2 out
+    "tfviz.bench": 6,    # measures everything, interop included (python -m tfviz.bench hf)
     "tfviz.cli": 6, "tfviz.__main__": 7, "tfviz": 8,  # the package root exports the public API
     "ui": 9, "app_pages": 10, "app": 10,
 }

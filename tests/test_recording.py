@@ -81,10 +81,16 @@ def test_encoder_decoder_names_and_cross_attention():
     _check_attention_layer(rec, "decoder.blocks.1.cross_attn", 4, 2, False, "rope", 5)
 
 
-def test_shapes_match_the_documented_table():
-    model = _model(pos="rope", n_kv_heads=2)
+@pytest.mark.parametrize("options", [
+    dict(pos="rope", n_kv_heads=2),
+    dict(pos="rope", n_kv_heads=2, rope_pairs="half", normalization="rmsnorm", activation="swiglu"),
+    dict(arch="encoder", pos="learned", norm="post", embed_norm=True, n_token_types=2, head="mlm"),
+])
+def test_shapes_match_the_documented_table(options):
+    model = _model(**options)
     rec = record(model, torch.randint(1, V, (3, 6)))
-    dims = {"batch": 3, "pos": 6, "q_pos": 6, "k_pos": 6, "head": 4, "kv_head": 2, "d_head": 8, "d_model": 32}
+    dims = {"batch": 3, "pos": 6, "q_pos": 6, "k_pos": 6, "head": 4, "kv_head": model.config.n_kv_heads, "d_head": 8,
+            "d_model": 32, "d_ff": model.config.d_ff}
     for name, t in rec.items():
         doc = shape_of(name)
         want = tuple(dims[d.strip()] for d in doc.strip("[]").split(","))

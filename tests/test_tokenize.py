@@ -221,3 +221,56 @@ def test_encode_is_linear(toks):
         enc = tok.encode(text * 8)
         big = time.perf_counter() - t0
         assert len(enc.ids) > 0 and big < 40 * small + 0.5
+
+
+# ---------------------------------------------------------------- tokenizers read from files
+def _gpt2_like():
+    """A byte-level BPE whose only special token sits at the end (GPT-2: <|endoftext|> = 50256)."""
+    from tokenizers import decoders, trainers
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.train_from_iterator(CORPUS, trainers.BpeTrainer(
+        vocab_size=300, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf.add_special_tokens(["<|endoftext|>"])
+    return hf
+
+
+def test_file_specials_keep_the_files_ids():
+    hf = _gpt2_like()
+    eot = hf.token_to_id("<|endoftext|>")
+    assert eot > 6
+    tok = Tokenizer(hf, "bpe", specials={"bos": "<|endoftext|>", "eos": "<|endoftext|>",
+                                         "unk": "<|endoftext|>"})
+    assert (tok.bos_id, tok.eos_id, tok.unk_id, tok.pad_id, tok.mask_id) == (eot, eot, eot, None, None)
+    assert tok.special_ids == (eot,) and not tok.fixed_specials
+    text = "The quick<|endoftext|> fox"
+    enc = tok.encode(text)
+    assert enc.ids == hf.encode(text).ids  # exactly what the file's own tokenizer gives
+    assert eot in enc.ids and enc.tokens[enc.ids.index(eot)] == "<|endoftext|>"  # the literal rule
+    assert tok.decode(enc.ids) == text
+    assert " " in enc.tokens and not any("\u0120" in t for t in enc.tokens)  # Ġ shown as a space
+    assert tok.id_to_token(0) == "!" and tok.display(0) == "!"  # id 0 is an ordinary token
+    assert tok.encode("fox", add_bos=True).ids[0] == eot
+    again = Tokenizer.from_json(tok.to_json())
+    assert again.specials == tok.specials and again.encode(text) == enc
+
+
+def test_file_specials_are_checked():
+    hf = _gpt2_like()
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        Tokenizer(hf, "bpe", specials={"bos": "<s>"})
+    with pytest.raises(ValueError, match="unknown special-token role"):
+        Tokenizer(hf, "bpe", specials={"start": "<|endoftext|>"})
+    tok = Tokenizer(hf, "bpe", specials={"eos": "<|endoftext|>"})
+    with pytest.raises(ValueError, match="no bos token"):
+        tok.encode("fox", add_bos=True)
+
+
+def test_sentencepiece_display():
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581the": 3, "\u2581fox": 4, "<0x0A>": 5, "s": 6}
+    hf = HFTokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    hf.add_special_tokens(["<unk>", "<s>", "</s>"])
+    tok = Tokenizer(hf, "sentencepiece", specials={"unk": "<unk>", "bos": "<s>", "eos": "</s>"})
+    assert tok.tokens_of([1, 3, 4, 6, 5, 2]) == ["<s>", " the", " fox", "s", "\n", "</s>"]
+    assert tok.special_ids == (0, 1, 2)

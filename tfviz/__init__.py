@@ -6,7 +6,9 @@ from .recording import Recording, positional_tables, record
 from .train import JobManager, TrainConfig, TrainResult
 from .train.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .version import __version__
+from .interop import ModelFolderError, from_pretrained, to_hf  # noqa: E402 (needs train.checkpoint)
 
 __all__ = ["HOOK_SHAPES", "Checkpoint", "CheckpointError", "JobManager", "KVCache", "ModelConfig",
            "Recording", "TrainConfig", "TrainResult", "Transformer", "load_checkpoint",
-           "positional_tables", "record", "save_checkpoint", "__version__"]
+           "ModelFolderError", "from_pretrained", "positional_tables", "record", "save_checkpoint",
+           "to_hf", "__version__"]

@@ -1,10 +1,12 @@
 """Command line: ``python -m tfviz train ...``, ``python -m tfviz info PATH``, ``python -m tfviz tasks``,
-``python -m tfviz publish PATH`` (share a checkpoint with the class: tfviz.publish).
+``python -m tfviz publish PATH`` (share a checkpoint with the class: tfviz.publish),
+``python -m tfviz import FOLDER --out NAME`` (a Hugging Face model folder as a tfviz checkpoint).
 
     python -m tfviz train --task coref --arch decoder --pos rope --layers 2 --heads 4 \\
         --d-model 64 --steps 600 --batch-size 32 --lr 3e-3 --out checkpoints/coref
     python -m tfviz train --resume checkpoints/coref --steps 1200     # continue to step 1200
     torchrun --nproc_per_node=2 -m tfviz train ...                   # DistributedDataParallel
+    python -m tfviz import models/gpt2 --out checkpoints/gpt2        # GPT-2 / BERT / Llama folder
 
 Model flags left out take ModelConfig's defaults (vocab_size and max_len come from the task);
 training flags left out take TrainConfig's (warmup defaults to min(100, steps / 10)).
@@ -18,6 +20,7 @@ import time
 from typing import Any
 
 from .device import cpu_count
+from .interop import ModelFolderError, import_folder, local_max_bytes
 from .publish import publish
 from .tasks import TASKS
 from .train import TrainConfig, train
@@ -63,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="print a checkpoint's card")
     i.add_argument("path")
     sub.add_parser("tasks", help="list the available tasks")
+    imp = sub.add_parser("import", help="convert a Hugging Face model folder (save_pretrained layout or a "
+                                        "hub-cache entry; safetensors only) to a tfviz checkpoint")
+    imp.add_argument("path", help="the folder holding config.json, or models--org--name in the cache")
+    imp.add_argument("--out", required=True, help="checkpoint path (NAME or NAME.safetensors)")
+    imp.add_argument("--max-mb", type=float, default=None,
+                     help="largest weights to read, in MB (default: $TFVIZ_LOCAL_MODEL_MAX_MB or 2048)")
+    imp.add_argument("--quiet", action="store_true", help="no progress output")
     pub = sub.add_parser("publish", help="validate a checkpoint and copy it to the class's published folder")
     pub.add_argument("path")
     pub.add_argument("--name", help="published name (default: the file's)")
@@ -174,18 +184,40 @@ def _train(args, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
+def _import(args) -> int:
+    shown = [-1]
+
+    def progress(fraction: float, message: str) -> None:
+        step = int(fraction * 10)
+        if not args.quiet and step != shown[0]:
+            shown[0] = step
+            print(f"{fraction:4.0%} {message}", file=sys.stderr)
+
+    t0 = time.perf_counter()
+    try:
+        max_bytes = None if args.max_mb is None else int(args.max_mb * 2**20)
+        path = import_folder(args.path, args.out, max_bytes=max_bytes, progress=progress)
+    except ValueError as e:  # ModelFolderError, CheckpointError: the message says why
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"imported in {time.perf_counter() - t0:.1f} s: {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "train":
         return _train(args, parser)
     if args.command == "info":
-        try:
-            print(load_checkpoint(args.path).card())
-        except CheckpointError as e:
+        try:  # a file on this machine: the local limit, not the upload limit
+            print(load_checkpoint(args.path, max_bytes=max(local_max_bytes(), 200 * 2**20)).card())
+        except (CheckpointError, ModelFolderError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
         return 0
+    if args.command == "import":
+        return _import(args)
     if args.command == "publish":
         try:
             print(f"published: {publish(args.path, args.dir, name=args.name)}")

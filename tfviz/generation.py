@@ -124,7 +124,10 @@ def generate_with_attention(model: Transformer, prompt_ids, n: int, temperature:
 
 def text_of(tokenizer, ids) -> str:
     """The ids as text a user can edit and encode back: word tokens joined by spaces, char and
-    BPE tokens glued (special tokens kept, written as [BOS], [SEP], ...)."""
+    BPE tokens glued (special tokens kept, written as [BOS], [SEP], ...); an imported wordpiece or
+    sentencepiece vocabulary as its own decoder writes it."""
+    if tokenizer.kind in ("wordpiece", "sentencepiece"):
+        return tokenizer.decode(ids)
     tokens = tokenizer.tokens_of(ids)
     return (" " if tokenizer.kind == "word" else "").join(tokens)
 
@@ -135,7 +138,7 @@ def default_inputs(task, tokenizer) -> tuple[str, str | None]:
     or about half of a language-model / induction sequence."""
     ex = task.examples("validation")[0]
     if ex.src is not None:
-        return "[BOS]", text_of(tokenizer, ex.src)
+        return tokenizer.display(tokenizer.bos_id), text_of(tokenizer, ex.src)
     first = next((i for i, t in enumerate(ex.targets) if t != -100), 0) + 1
     if first < len(ex.tokens) // 2:
         first = len(ex.tokens) // 2 + 2
@@ -148,7 +151,7 @@ def encode_text(tokenizer, text: str, what: str, bos: bool = False) -> list[int]
     if not text or not text.strip():
         raise ValueError(f"the {what} is empty: type at least one token")
     ids = tokenizer.encode(text).ids
-    if bos and (not ids or ids[0] != tokenizer.bos_id):
+    if bos and tokenizer.bos_id is not None and (not ids or ids[0] != tokenizer.bos_id):
         ids = [tokenizer.bos_id] + ids
     if not ids:
         raise ValueError(f"the {what} has no tokens")

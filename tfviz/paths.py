@@ -8,6 +8,10 @@ absolute (never relative to the working directory).
     zoo_dir()          $TFVIZ_ZOO_DIR, else <repo>/checkpoints          the zoo the Findings page and
                                                                         ``python -m tfviz.zoo`` use
     bench_dir()        <repo>/docs/bench                                reference benchmark CSVs
+    models_dir()       $TFVIZ_MODELS_DIR, else <repo>/models            Hugging Face model folders to
+                                                                        open (tfviz.interop; git-ignored)
+    hf_cache_dir()     $HF_HUB_CACHE, else $HF_HOME/hub, else           the local Hugging Face cache
+                       ~/.cache/huggingface/hub                         (read only, never downloaded to)
 
 In a normal run checkpoint_dir() and zoo_dir() are the same folder; the tests point the app at a
 folder of tiny models (TFVIZ_CHECKPOINT_DIR) while the Findings page keeps reading the real zoo.
@@ -44,3 +48,16 @@ def zoo_dir() -> Path:
 
 def bench_dir() -> Path:
     return REPO / "docs" / "bench"
+
+
+def models_dir() -> Path:
+    return _from_env("TFVIZ_MODELS_DIR", REPO / "models")
+
+
+def hf_cache_dir() -> Path:
+    """Where ``huggingface_hub`` keeps its cache (its own variables, in its order of precedence)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return _from_env("HF_HUB_CACHE", Path())
+    if os.environ.get("HF_HOME"):
+        return _from_env("HF_HOME", Path()) / "hub"
+    return Path("~/.cache/huggingface/hub").expanduser()

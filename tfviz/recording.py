@@ -11,12 +11,12 @@ sinks are removed in ``finally``, also when the forward raises.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
 from .model import Transformer
-from .model.hooks import shape_of, stack_layers
+from .model.hooks import layer_template, shape_of, stack_layers
 
 Names = Iterable[str] | Callable[[str], bool] | None
 
@@ -53,6 +53,44 @@ class Recording(Mapping):
     @staticmethod
     def shape_of(name: str) -> str:
         return shape_of(name)
+
+    def to_bertviz(self, tokens: Sequence[str] | None = None, *,
+                   decoder_tokens: Sequence[str] | None = None) -> dict:
+        """The attention patterns as bertviz's ``head_view`` / ``model_view`` take them, as keyword
+        arguments: ``head_view(**rec.to_bertviz(tokens))``.
+
+        single stack      {"attention": (layer 0 [1, head, q_pos, k_pos], layer 1, ...), "tokens": tokens}
+        encoder-decoder   {"encoder_attention", "decoder_attention", "cross_attention": such tuples,
+                           "encoder_tokens": tokens, "decoder_tokens": decoder_tokens}
+        A batch of one only (bertviz draws one sentence); every layer's ``attn.hook_pattern`` (and
+        ``cross_attn.hook_pattern``) must have been recorded. ``tokens`` default to positions."""
+        def layers(template: str, what: str) -> tuple:
+            try:
+                stacked = self.stack_layers(template)  # [layer, batch, head, q_pos, k_pos]
+            except KeyError:
+                raise ValueError(f"to_bertviz needs every layer's {what} pattern; record them, e.g. "
+                                 "record(model, x, names=lambda n: n.endswith('hook_pattern'))") from None
+            if stacked.shape[1] != 1:
+                raise ValueError(f"bertviz shows one sequence: record a batch of 1, not {stacked.shape[1]}")
+            return tuple(layer.float() for layer in stacked)  # each [1, head, q_pos, k_pos]
+
+        def labels(given, n: int, what: str) -> list[str]:
+            out = [str(i) for i in range(n)] if given is None else [str(t) for t in given]
+            if len(out) != n:
+                raise ValueError(f"{len(out)} {what} for {n} positions")
+            return out
+
+        if any(name.startswith("encoder.") for name in self._tensors):
+            enc = layers(layer_template("attn.hook_pattern", "encoder"), "encoder self-attention")
+            dec = layers(layer_template("attn.hook_pattern", "decoder"), "decoder self-attention")
+            cross = layers(layer_template("cross_attn.hook_pattern", "decoder"), "cross-attention")
+            return {"encoder_attention": enc, "decoder_attention": dec, "cross_attention": cross,
+                    "encoder_tokens": labels(tokens, enc[0].shape[-1], "encoder tokens"),
+                    "decoder_tokens": labels(decoder_tokens, dec[0].shape[-1], "decoder tokens")}
+        if decoder_tokens is not None:
+            raise ValueError("decoder_tokens are for encoder-decoder recordings")
+        attn = layers(layer_template("attn.hook_pattern"), "self-attention")
+        return {"attention": attn, "tokens": labels(tokens, attn[0].shape[-1], "tokens")}
 
 
 def _select(points: dict, names: Names) -> list[str]:

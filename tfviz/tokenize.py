@@ -1,4 +1,6 @@
-"""Three tokenizers behind one interface, all built with the Hugging Face ``tokenizers`` library.
+"""Tokenizers behind one interface, all built on the Hugging Face ``tokenizers`` library.
+
+tfviz trains three kinds itself:
 
     kind   model                 pre-tokenizer                         decode(encode(x)) == x ?
     char   WordLevel over chars  Split("", isolated): every character  yes, if every char is in vocab
@@ -6,28 +8,39 @@
                                                                        by one space), if every word is in vocab
     bpe    BPE (Sennrich 2016)   ByteLevel (GPT-2): bytes, never [UNK]  yes, for any text
 
-Every tokenizer has the same special tokens at fixed ids (checked on load):
+and every tokenizer it trains has the same special tokens at fixed ids (checked on load):
     [PAD]=0 [UNK]=1 [BOS]=2 [EOS]=3 [MASK]=4 [SEP]=5 [CLS]=6
 ``lowercase=True`` adds a Lowercase normalizer; offsets still point into the *original* string.
 
-``Encoding.tokens`` are display strings: for char/word the (normalised) surface form, for bpe the
-token's bytes decoded as UTF-8 (GPT-2's 'Ġ' becomes a real leading space ' '; a token holding only
-part of a multi-byte character shows as '\\ufffd'). ``Encoding.offsets`` are (start, end) character
-offsets into the Python string, so ``text[start:end]`` is the token's source span; byte-level pieces
-of one multi-byte character share that character's span. Added [BOS]/[EOS] get the empty spans
-(0, 0) and (len(text), len(text)).
+A tokenizer read from a Hugging Face ``tokenizer.json`` (``tfviz.interop``) keeps its file's ids
+and names its special tokens by role (``specials``: {"bos": "<|endoftext|>", ...}): GPT-2 has one
+``<|endoftext|>`` at 50256 (its bos, eos and unk), BERT [PAD]=0 [UNK]=100 [CLS]=101 [SEP]=102
+[MASK]=103, Llama ``<unk>``, ``<s>``, ``</s>``. Every special id is asked of the tokenizer
+(``pad_id``, ``bos_id``, ..., None where the file has no such token; ``special_ids``), never
+assumed. Its kind is "bpe" (byte-level: GPT-2, Llama 3, Qwen2), "wordpiece" (BERT) or
+"sentencepiece" (Metaspace "▁" pieces with byte fallback: Llama 2, Mistral).
+
+``Encoding.tokens`` are display strings (``display``): for char/word/wordpiece the (normalised)
+vocabulary entry, for bpe the token's bytes decoded as UTF-8 (GPT-2's 'Ġ' becomes a real leading
+space ' '; a token holding only part of a multi-byte character shows as '\\ufffd'), for
+sentencepiece '▁' as a space and byte pieces '<0x0A>' as the character. ``Encoding.offsets`` are
+(start, end) character offsets into the Python string, so ``text[start:end]`` is the token's
+source span; byte-level pieces of one multi-byte character share that character's span. Added
+specials get the empty spans (0, 0) and (len(text), len(text)).
 
 Special-token literals, one rule for every kind: **a special token's literal in text is that
-special token, both ways.** ``encode`` reads "[MASK]" typed in a text as the [MASK] id (the Masks
-and MLM views rely on typing [MASK]; its offsets are the literal's span), and ``decode`` writes
-every special id back as its literal, so the round trip above holds for texts that contain
-"[PAD]", "[MASK]", … too. ``decode(ids, skip_special=True)`` leaves the special ids out: for ids
-that carry markers nobody typed (an added [BOS], padding) when only the words are wanted.
+special token, both ways.** ``encode`` reads "[MASK]" (or GPT-2's "<|endoftext|>") typed in a text
+as that special id (the Masks and MLM views rely on typing [MASK]; its offsets are the literal's
+span), and ``decode`` writes every special id back as its literal, so the round trip above holds
+for texts that contain "[PAD]", "[MASK]", … too. ``decode(ids, skip_special=True)`` leaves the
+special ids out: for ids that carry markers nobody typed (an added [BOS], padding) when only the
+words are wanted.
 """
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -35,10 +48,26 @@ from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[MASK]", "[SEP]", "[CLS]")
-KINDS = ("char", "word", "bpe")
+ROLES = ("pad", "unk", "bos", "eos", "mask", "sep", "cls")  # what each of SPECIAL_TOKENS is for
+KINDS = ("char", "word", "bpe")  # the kinds tfviz trains
+IMPORTED_KINDS = ("wordpiece", "sentencepiece")  # kinds read from tokenizer.json files (and bpe)
 SPECIAL_LITERAL = re.compile("|".join(map(re.escape, SPECIAL_TOKENS)))
 FORMAT = "tfviz-tokenizer"
 BPE_MIN_VOCAB = len(SPECIAL_TOKENS) + 256  # specials + the 256 byte symbols
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def _sentencepiece_display(raw: str) -> str:
+    """'▁the' -> ' the'; a byte-fallback piece '<0x0A>' -> '\\n' (an ASCII byte; others stay)."""
+    m = _BYTE_PIECE.fullmatch(raw)
+    if m and int(m[1], 16) < 0x80:
+        return chr(int(m[1], 16))
+    return raw.replace("\u2581", " ")
+
+
+_BYTE_LEVEL = decoders.ByteLevel()
+DISPLAY = {"bpe": lambda raw: _BYTE_LEVEL.decode([raw]), "sentencepiece": _sentencepiece_display}
+"""kind -> how a (non-special) vocabulary entry is shown; kinds not listed show the entry itself."""
 
 
 @dataclass(frozen=True)
@@ -52,33 +81,65 @@ class Encoding:
 
 
 class Tokenizer:
-    """A thin, validated wrapper around a ``tokenizers.Tokenizer`` (the "backend")."""
+    """A thin, validated wrapper around a ``tokenizers.Tokenizer`` (the "backend").
 
-    def __init__(self, backend: _HFTokenizer, kind: str, lowercase: bool = False) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"unknown tokenizer kind {kind!r}; expected one of {KINDS}")
-        for want, tok in enumerate(SPECIAL_TOKENS):
-            got = backend.token_to_id(tok)
-            if got != want:
-                raise ValueError(f"special token {tok} must have id {want}, found {got}")
-        # The module's rule (a literal "[MASK]" in text is the [MASK] token), for every backend,
-        # also one loaded from a file: specials are matched in the raw text before anything else.
-        backend.add_special_tokens(list(SPECIAL_TOKENS))  # no new ids: they are in the vocab
+    ``specials``: role ("pad", "unk", "bos", "eos", "mask", "sep", "cls") -> token string, for a
+    tokenizer read from a file; None for tfviz's own (SPECIAL_TOKENS at ids 0..6, checked)."""
+
+    def __init__(self, backend: _HFTokenizer, kind: str, lowercase: bool = False,
+                 specials: Mapping[str, str] | None = None) -> None:
+        if kind not in KINDS + IMPORTED_KINDS:
+            raise ValueError(f"unknown tokenizer kind {kind!r}; expected one of {KINDS + IMPORTED_KINDS}")
+        self.fixed_specials = specials is None
+        if specials is None:
+            for want, tok in enumerate(SPECIAL_TOKENS):
+                got = backend.token_to_id(tok)
+                if got != want:
+                    raise ValueError(f"special token {tok} must have id {want}, found {got}")
+            specials = dict(zip(ROLES, SPECIAL_TOKENS))
+        else:
+            specials = {role: tok for role, tok in dict(specials).items() if tok is not None}
+            unknown = sorted(set(specials) - set(ROLES))
+            if unknown:
+                raise ValueError(f"unknown special-token role(s) {unknown}; roles are {ROLES}")
+            missing = {role: tok for role, tok in specials.items() if backend.token_to_id(tok) is None}
+            if missing:
+                raise ValueError(f"special token(s) {missing} are not in the vocabulary")
+        # The module's rule (a literal special in text is that token), for every backend, also one
+        # loaded from a file: specials are matched in the raw text before anything else. Tokens a
+        # file already marks special are left as they are (its ids stay exactly the file's).
+        added = backend.get_added_tokens_decoder()
+        marked = {t.content for t in added.values() if t.special}
+        unmarked = [t for t in dict.fromkeys(specials.values()) if t not in marked]
+        if unmarked:
+            backend.add_special_tokens(unmarked)  # no new ids: they are in the vocab
+            added = backend.get_added_tokens_decoder()
         self.backend = backend
         self.kind = kind
         self.lowercase = lowercase
-        self._display: dict[int, str] = {}  # id -> display string (bpe only)
-        self._byte_decoder = decoders.ByteLevel()
+        self.specials: dict[str, str] = specials
+        self._role_ids = {role: backend.token_to_id(tok) for role, tok in specials.items()}
+        self._special_ids = tuple(sorted({*self._role_ids.values(),
+                                          *(i for i, t in added.items() if t.special)}))
+        self._special_set = frozenset(self._special_ids)
+        self._show = DISPLAY.get(kind)
+        self._display: dict[int, str] = {}  # id -> display string (kinds with a DISPLAY rule)
 
     # -- vocabulary ------------------------------------------------------------------------
-    pad_id = property(lambda self: 0)
-    unk_id = property(lambda self: 1)
-    bos_id = property(lambda self: 2)
-    eos_id = property(lambda self: 3)
-    mask_id = property(lambda self: 4)
-    sep_id = property(lambda self: 5)
-    cls_id = property(lambda self: 6)
-    special_ids = property(lambda self: tuple(range(len(SPECIAL_TOKENS))))
+    def special_id(self, role: str) -> int | None:
+        """The id of the special token for ``role`` ("pad", "bos", ...), None if there is none."""
+        if role not in ROLES:
+            raise ValueError(f"unknown special-token role {role!r}; roles are {ROLES}")
+        return self._role_ids.get(role)
+
+    pad_id = property(lambda self: self._role_ids.get("pad"))
+    unk_id = property(lambda self: self._role_ids.get("unk"))
+    bos_id = property(lambda self: self._role_ids.get("bos"))
+    eos_id = property(lambda self: self._role_ids.get("eos"))
+    mask_id = property(lambda self: self._role_ids.get("mask"))
+    sep_id = property(lambda self: self._role_ids.get("sep"))
+    cls_id = property(lambda self: self._role_ids.get("cls"))
+    special_ids = property(lambda self: self._special_ids, doc="every special token's id, sorted")
 
     @property
     def vocab_size(self) -> int:
@@ -92,31 +153,42 @@ class Tokenizer:
         return self.backend.id_to_token(int(i))
 
     def display(self, i: int) -> str:
-        """The string shown for a token id (bpe: bytes decoded, 'Ġthe' -> ' the')."""
-        raw = self.backend.id_to_token(int(i))
+        """The string shown for a token id (bpe: bytes decoded, 'Ġthe' -> ' the'; sentencepiece:
+        '▁the' -> ' the'); special tokens as their literal."""
+        i = int(i)
+        raw = self.backend.id_to_token(i)
         if raw is None:
-            return "[UNK]"
-        if self.kind != "bpe" or i < len(SPECIAL_TOKENS):
+            return self.specials.get("unk", "[UNK]")
+        if self._show is None or i in self._special_set:
             return raw
         if i not in self._display:
-            self._display[i] = self._byte_decoder.decode([raw])
+            self._display[i] = self._show(raw)
         return self._display[i]
 
     def tokens_of(self, ids: Iterable[int]) -> list[str]:
         return [self.display(i) for i in ids]
 
     # -- encode / decode -------------------------------------------------------------------
-    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> Encoding:
-        """Text -> ids, display tokens and character offsets (linear in len(text))."""
-        enc = self.backend.encode(text, add_special_tokens=False)
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False,
+               template: bool = False) -> Encoding:
+        """Text -> ids, display tokens and character offsets (linear in len(text)).
+        ``template``: add the special tokens the file's post-processor puts around a text, as
+        the model saw them in training ([CLS] … [SEP] for BERT, <s> … for Llama; nothing for
+        GPT-2 and tfviz's own tokenizers)."""
+        enc = self.backend.encode(text, add_special_tokens=template)
         ids = list(enc.ids)
-        tokens = list(enc.tokens) if self.kind != "bpe" else self.tokens_of(ids)
+        tokens = list(enc.tokens) if self._show is None else self.tokens_of(ids)
         offsets = [tuple(o) for o in enc.offsets]
-        if add_bos:
-            ids, tokens, offsets = [self.bos_id] + ids, ["[BOS]"] + tokens, [(0, 0)] + offsets
-        if add_eos:
-            n = len(text)
-            ids, tokens, offsets = ids + [self.eos_id], tokens + ["[EOS]"], offsets + [(n, n)]
+        for add, role, at in ((add_bos, "bos", 0), (add_eos, "eos", len(text))):
+            if not add:
+                continue
+            i = self._role_ids.get(role)
+            if i is None:
+                raise ValueError(f"this tokenizer has no {role} token")
+            if role == "bos":
+                ids, tokens, offsets = [i] + ids, [self.display(i)] + tokens, [(at, at)] + offsets
+            else:
+                ids, tokens, offsets = ids + [i], tokens + [self.display(i)], offsets + [(at, at)]
         return Encoding(ids, tokens, offsets)
 
     def encode_ids(self, text: str) -> list[int]:
@@ -130,9 +202,11 @@ class Tokenizer:
 
     # -- serialisation ---------------------------------------------------------------------
     def to_json(self) -> str:
-        return json.dumps({"format": FORMAT, "version": 1, "kind": self.kind,
-                           "lowercase": self.lowercase,
-                           "tokenizer": json.loads(self.backend.to_str())})
+        data = {"format": FORMAT, "version": 1, "kind": self.kind, "lowercase": self.lowercase,
+                "tokenizer": json.loads(self.backend.to_str())}
+        if not self.fixed_specials:
+            data["specials"] = self.specials
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, s: str) -> "Tokenizer":
@@ -145,13 +219,17 @@ class Tokenizer:
             raise ValueError(f"not a tfviz tokenizer (expected \"format\": \"{FORMAT}\")")
         if not isinstance(data.get("tokenizer"), dict):
             raise ValueError("tokenizer JSON lacks the \"tokenizer\" definition")
-        if data.get("kind") not in KINDS:
-            raise ValueError(f"tokenizer kind must be one of {KINDS}, got {data.get('kind')!r}")
+        if data.get("kind") not in KINDS + IMPORTED_KINDS:
+            raise ValueError(f"tokenizer kind must be one of {KINDS + IMPORTED_KINDS}, got {data.get('kind')!r}")
+        specials = data.get("specials")
+        if specials is not None and not (isinstance(specials, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in specials.items())):
+            raise ValueError("tokenizer \"specials\" must map roles to token strings")
         try:
             backend = _HFTokenizer.from_str(json.dumps(data["tokenizer"]))
         except Exception as e:  # the Rust side raises plain Exception
             raise ValueError(f"invalid tokenizer definition: {e}") from None
-        return cls(backend, data["kind"], bool(data.get("lowercase", False)))
+        return cls(backend, data["kind"], bool(data.get("lowercase", False)), specials)
 
     def __repr__(self) -> str:
         return f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size}, lowercase={self.lowercase})"

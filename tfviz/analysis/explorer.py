@@ -85,14 +85,16 @@ class Prepared:
     truncated_from: int | None  # the length before cutting to ``limit``, when cut
 
 
-def layout_of(example_ids: Sequence[int] | None, special_ids: Sequence[int]) -> tuple[list, list]:
+def layout_of(example_ids: Sequence[int] | None, special_ids: Sequence[int],
+              pad_id: int | None = 0) -> tuple[list, list]:
     """(prefix, suffix): the special tokens a task puts around its text (e.g. [BOS] … for a
-    decoder, [CLS] … [SEP] for an encoder), read off one of its examples; padding excluded."""
+    decoder, [CLS] … [SEP] for an encoder), read off one of its examples; padding (``pad_id``,
+    the tokenizer's) excluded."""
     if not example_ids:
         return [], []
-    special = set(special_ids) - {0}
+    special = set(special_ids) - {pad_id}
     ids = list(example_ids)
-    while ids and ids[-1] == 0:  # right padding
+    while ids and pad_id is not None and ids[-1] == pad_id:  # right padding
         ids.pop()
     i = 0
     while i < len(ids) and ids[i] in special:

@@ -1,6 +1,8 @@
 """RoPE geometry: why a rotated q·k depends only on the offset m − n (Su et al. 2021, RoFormer).
 
-RoPE rotates each pair (x_2i, x_2i+1) by the angle p·θ_i at position p. Rotations compose, so
+RoPE rotates each pair of dimensions by the angle p·θ_i at position p — pair i is (x_2i, x_2i+1)
+in tfviz's models and RoFormer, (x_i, x_i+d/2) in Llama's (``pairs="half"``, ``ModelConfig.rope_pairs``).
+Rotations compose, so
 
     ⟨R(m)q, R(n)k⟩ = ⟨q, R(n − m)k⟩        (R(m)ᵀ R(n) = R(n − m))
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..model.positional import apply_rotary
+from ..model.positional import ROTARY_PAIRS
 
 
 def rope_freqs(d_head: int, base: float = 10000.0) -> torch.Tensor:
@@ -22,26 +24,28 @@ def rope_freqs(d_head: int, base: float = 10000.0) -> torch.Tensor:
     return base ** (-i / d_head)
 
 
-def rotate_at(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """One vector x [d_head] rotated to each position -> [pos, d_head]."""
+def rotate_at(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor,
+              pairs: str = "interleaved") -> torch.Tensor:
+    """One vector x [d_head] rotated to each position -> [pos, d_head] (``pairs``: the model's
+    ``rope_pairs``)."""
     angles = positions.to(torch.float64)[:, None] * freqs.to(torch.float64)[None, :]  # [pos, d/2]
     xs = x.to(torch.float64).expand(1, len(positions), 1, x.shape[-1])  # [1, pos, 1, d_head]
-    return apply_rotary(xs, angles.cos(), angles.sin())[0, :, 0]
+    return ROTARY_PAIRS[pairs].rotate(xs, angles.cos(), angles.sin())[0, :, 0]
 
 
 def rope_score_grid(q_vec: torch.Tensor, k_vec: torch.Tensor, freqs: torch.Tensor,
-                    n: int) -> torch.Tensor:
+                    n: int, pairs: str = "interleaved") -> torch.Tensor:
     """grid[m, p] = R(m)q · R(p)k for m, p in 0..n-1 -> [q_pos, k_pos] float64 (unscaled, no
     1/√d_head). Toeplitz: grid[m, p] depends only on m − p."""
     pos = torch.arange(n)
-    return rotate_at(q_vec, pos, freqs) @ rotate_at(k_vec, pos, freqs).T
+    return rotate_at(q_vec, pos, freqs, pairs) @ rotate_at(k_vec, pos, freqs, pairs).T
 
 
 def rope_score_by_offset(q_vec: torch.Tensor, k_vec: torch.Tensor, freqs: torch.Tensor,
-                         offsets: torch.Tensor) -> torch.Tensor:
+                         offsets: torch.Tensor, pairs: str = "interleaved") -> torch.Tensor:
     """The same score as a function of the offset alone: q · R(−offset)k with offset = m − p
     -> [len(offsets)] (equals grid[m, m − offset] for every m)."""
-    return rotate_at(k_vec, -offsets, freqs) @ q_vec.to(torch.float64)
+    return rotate_at(k_vec, -offsets, freqs, pairs) @ q_vec.to(torch.float64)
 
 
 __all__ = ["rope_freqs", "rope_score_by_offset", "rope_score_grid", "rotate_at"]

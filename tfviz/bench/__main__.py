@@ -1,9 +1,9 @@
-"""python -m tfviz.bench {model,attention,kvcache,presets} [options]"""
+"""python -m tfviz.bench {model,attention,kvcache,presets,hf} [options]"""
 import importlib
 import sys
 
 COMMANDS = {"model": "tfviz.bench.model", "attention": "tfviz.bench.attention",
-            "kvcache": "tfviz.bench.kvcache", "presets": "tfviz.bench.presets"}
+            "kvcache": "tfviz.bench.kvcache", "presets": "tfviz.bench.presets", "hf": "tfviz.bench.hf"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,9 +33,11 @@ class MLP(nn.Module):
         width = 2 * cfg.d_ff if self.act.gated else cfg.d_ff
         self.W_in = nn.Linear(cfg.d_model, width, bias=cfg.bias)
         self.W_out = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.hook_post = HookPoint()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.W_out(self.act(self.W_in(x)))  # W_in x: [batch, pos, d_ff] (x2 when gated)
+        # W_in x: [batch, pos, d_ff] (x2 when gated); act(...): [batch, pos, d_ff]
+        return self.W_out(self.hook_post(self.act(self.W_in(x))))
 
 
 class Block(nn.Module):
@@ -45,6 +47,7 @@ class Block(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.ln1 = make_norm(cfg)
         self.attn = Attention(cfg)
+        self.hook_attn_out = HookPoint()  # = attn.hook_out (TransformerLens's block-level name)
         self.hook_resid_pre, self.hook_resid_mid = HookPoint(), HookPoint()
         if cross:
             self.ln_cross = make_norm(cfg)
@@ -68,7 +71,8 @@ class Block(nn.Module):
                 cross_cache: LayerKV | None = None) -> torch.Tensor:
         """x [batch, pos, d_model] -> [batch, pos, d_model]"""
         x = self.hook_resid_pre(x)
-        x = self.hook_resid_mid(self._sublayer(x, self.ln1, lambda h: self.attn(h, ctx, cache=cache)))
+        x = self.hook_resid_mid(self._sublayer(
+            x, self.ln1, lambda h: self.hook_attn_out(self.attn(h, ctx, cache=cache))))
         if self.has_cross:
             x = self.hook_resid_mid_cross(self._sublayer(
                 x, self.ln_cross,

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .activations import ACTIVATIONS
+from .heads import HEADS
 from .norms import NORMS
-from .positional import SCHEMES, Positional
+from .positional import ROTARY_PAIRS, SCHEMES, Positional
 
 CONFIG_FORMAT_VERSION = 1  # of ModelConfig.to_dict()
 
@@ -77,6 +78,23 @@ class ModelConfig(VersionedConfig):
     ``0 <= i - j <= w`` (causal) or ``|i - j| <= w`` (bidirectional).
     ``global_tokens``: the first ``g`` positions attend and are attended everywhere (Longformer-style),
     on top of the window.
+
+    ``pad_id``: token id whose positions are masked as keys (tfviz's own models: 0 = [PAD]);
+    ``None`` masks nothing by id (imported models: GPT-2's id 0 is "!", a real token; pass
+    ``padding_mask=`` to mask padding explicitly).
+
+    Options that imported models need (``tfviz.interop``), each off by default:
+      ``normalization``  "layernorm" | "rmsnorm" (Llama)
+      ``activation``     "gelu" (exact, BERT) | "gelu_new" (tanh approximation, GPT-2) | "relu" |
+                         "swiglu" (Llama: W_in = [gate; up], W_out = down)
+      ``embed_norm``     a norm right after the embeddings (BERT's embedding LayerNorm)
+      ``n_token_types``  > 0: a table of that many token-type (segment) embeddings added to the
+                         token embeddings; ``model(tokens, token_types=...)``, default all 0 (BERT: 2)
+      ``head``           "linear" | "mlm" (BERT's masked-LM head: dense + activation + norm, then
+                         the unembedding with an output bias)
+      ``rope_pairs``     "interleaved" (dims 2i, 2i+1: RoFormer, GPT-J, tfviz) | "half" (dims i and
+                         i + d_head/2: Llama's rotate_half); ``rope_base`` is theta's base
+      ``tie_embeddings`` the unembedding is the token embedding matrix (GPT-2, BERT) or its own
     """
 
     arch: str = "decoder"
@@ -102,6 +120,10 @@ class ModelConfig(VersionedConfig):
     rope_base: float = 10000.0
     t5_num_buckets: int = 32
     t5_max_distance: int = 128
+    embed_norm: bool = False
+    n_token_types: int = 0
+    head: str = "linear"
+    rope_pairs: str = "interleaved"
 
     FORMAT_VERSION: ClassVar[int] = CONFIG_FORMAT_VERSION
     WHAT: ClassVar[str] = "model config"
@@ -121,6 +143,8 @@ class ModelConfig(VersionedConfig):
         _check_choice("norm", self.norm, NORM_PLACEMENTS)
         _check_choice("normalization", self.normalization, tuple(NORMS))
         _check_choice("activation", self.activation, tuple(ACTIVATIONS))
+        _check_choice("head", self.head, tuple(HEADS))
+        _check_choice("rope_pairs", self.rope_pairs, tuple(ROTARY_PAIRS))
         _check_int("vocab_size", self.vocab_size, 2, 1_000_000)
         _check_int("d_model", self.d_model, 1, 65_536)
         _check_int("n_heads", self.n_heads, 1, 1024)
@@ -131,6 +155,7 @@ class ModelConfig(VersionedConfig):
         _check_int("global_tokens", self.global_tokens, 0, self.max_len)
         _check_int("t5_num_buckets", self.t5_num_buckets, 2, 4096)
         _check_int("t5_max_distance", self.t5_max_distance, 2, 1_048_576)
+        _check_int("n_token_types", self.n_token_types, 0, 1024)
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: "
@@ -142,6 +167,13 @@ class ModelConfig(VersionedConfig):
                 "(1 = multi-query, n_heads = multi-head, a divisor in between = grouped-query)"
             )
         self.scheme.check_config(self)
+        HEADS[self.head].check_config(self)
+        if self.rope_pairs != "interleaved" and not self.scheme.rotates:
+            raise ValueError(f"rope_pairs={self.rope_pairs!r} only applies to a rotating scheme "
+                             f"(pos='rope'), not pos={self.pos!r}")
+        if self.n_token_types and self.arch == "encoder-decoder":
+            raise ValueError("token types (n_token_types) are for single-stack models "
+                             "(decoder or encoder), not encoder-decoder")
         if self.window is not None:
             _check_int("window", self.window, 1, 1_048_576)
         for name in ("dropout",):
@@ -152,7 +184,7 @@ class ModelConfig(VersionedConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name}={value!r} must be a positive number")
-        for name in ("attn_only", "bias", "tie_embeddings"):
+        for name in ("attn_only", "bias", "tie_embeddings", "embed_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")
         if self.pad_id is not None:

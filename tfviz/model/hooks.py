@@ -29,12 +29,19 @@ ATTENTIONS = ("attn", "cross_attn")  # self-attention, and the decoder's cross-a
 # One documented shape per recorded name (the suffix after the last "blocks.{l}." or prefix).
 HOOK_SHAPES: dict[str, str] = {
     "hook_embed": "[batch, pos, d_model]  token embeddings (x sqrt(d_model) for sinusoidal)",
+    "hook_token_type_embed": "[batch, pos, d_model]  token-type (segment) embeddings added (BERT)",
     "hook_pos_embed": "[batch, pos, d_model]  additive positional vectors actually used",
+    "ln_embed.hook_normalized": "[batch, pos, d_model]  the embeddings after their norm (BERT)",
     "hook_resid_pre": "[batch, pos, d_model]  residual stream entering the block",
     "hook_resid_mid": "[batch, pos, d_model]  after self-attention",
     "hook_resid_mid_cross": "[batch, pos, d_model]  after cross-attention (encoder-decoder decoder)",
     "hook_resid_post": "[batch, pos, d_model]  leaving the block",
+    "hook_attn_out": "[batch, pos, d_model]  = attn.hook_out (TransformerLens's block-level name)",
     "hook_mlp_out": "[batch, pos, d_model]  MLP output (before dropout)",
+    "ln1.hook_normalized": "[batch, pos, d_model]  output of the norm before (pre) / after (post) attention",
+    "ln_cross.hook_normalized": "[batch, pos, d_model]  output of the cross-attention's norm",
+    "ln2.hook_normalized": "[batch, pos, d_model]  output of the MLP's norm",
+    "mlp.hook_post": "[batch, pos, d_ff]  the MLP's activation output (SwiGLU: silu(gate) * up)",
     "attn.hook_q": "[batch, pos, head, d_head]  queries",
     "attn.hook_k": "[batch, pos, kv_head, d_head]  keys (new positions only with a KV cache)",
     "attn.hook_v": "[batch, pos, kv_head, d_head]  values",
@@ -45,6 +52,8 @@ HOOK_SHAPES: dict[str, str] = {
     "attn.hook_pattern": "[batch, head, q_pos, k_pos]  softmax of the scores (before dropout)",
     "attn.hook_z": "[batch, pos, head, d_head]  pattern-weighted values, per head",
     "attn.hook_out": "[batch, pos, d_model]  attention output after W_o",
+    "ln_final.hook_normalized": "[batch, pos, d_model]  the final norm's output (pre-norm models)",
+    "head_transform.ln.hook_normalized": "[batch, pos, d_model]  the mlm head's norm output (BERT)",
 }
 
 

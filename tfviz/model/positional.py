@@ -26,11 +26,49 @@ from torch import nn
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs of the last dim of x [batch, pos, head, d_head] by (cos, sin) [pos, d_head/2]."""
+    """Rotate interleaved pairs (x_2i, x_2i+1) of the last dim of x [batch, pos, head, d_head] by
+    (cos, sin) [pos, d_head/2]."""
     x2 = x.unflatten(-1, (-1, 2))  # [batch, pos, head, d_head/2, 2]
     x0, x1 = x2[..., 0], x2[..., 1]
     c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # [pos, 1, d_head/2]
     return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1).flatten(-2)
+
+
+def apply_rotary_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate half-split pairs (x_i, x_i+d/2) of x [batch, pos, head, d_head] by (cos, sin)
+    [pos, d_head/2]: Llama's ``x * cos + rotate_half(x) * sin`` with rotate_half(x) = [-x2, x1]."""
+    x0, x1 = x.chunk(2, dim=-1)  # [batch, pos, head, d_head/2] each
+    c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # [pos, 1, d_head/2]
+    return torch.cat([x0 * c - x1 * s, x1 * c + x0 * s], dim=-1)
+
+
+class InterleavedPairs:
+    """RoFormer / GPT-J (and tfviz's own models): pair i is dimensions (2i, 2i+1)."""
+
+    name, label = "interleaved", "interleaved pairs (2i, 2i+1): RoFormer, GPT-J"
+    rotate = staticmethod(apply_rotary)
+
+    @staticmethod
+    def pair_dims(d_head: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(first, second): the two dimensions of each pair i -> two [d_head/2] index tensors."""
+        return torch.arange(0, d_head, 2), torch.arange(1, d_head, 2)
+
+
+class HalfSplitPairs:
+    """GPT-NeoX / Llama / Mistral / Qwen (``rotate_half``): pair i is dimensions (i, i + d_head/2)."""
+
+    name, label = "half", "half-split pairs (i, i + d/2): GPT-NeoX, Llama"
+    rotate = staticmethod(apply_rotary_half)
+
+    @staticmethod
+    def pair_dims(d_head: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.arange(0, d_head // 2), torch.arange(d_head // 2, d_head)
+
+
+ROTARY_PAIRS: dict[str, type] = {cls.name: cls for cls in (InterleavedPairs, HalfSplitPairs)}
+"""name (``ModelConfig.rope_pairs``) -> which dimensions RoPE rotates together. Both conventions
+rotate pair i by the same angle p * theta_i; a model trained with one gives different numbers
+under the other (its q and k dimensions are paired differently), so imported weights keep theirs."""
 
 
 class Positional(nn.Module):
@@ -164,14 +202,18 @@ class Learned(Positional):
 
 
 class RoPE(Positional):
-    """Su et al. 2021 (RoFormer): rotate each pair (x_2i, x_2i+1) of q and k by angle p * theta_i,
-    theta_i = base^(-2i/d_head). Then q_m . k_n depends on m and n only through m - n."""
+    """Su et al. 2021 (RoFormer): rotate each pair of dimensions of q and k by angle p * theta_i,
+    theta_i = base^(-2i/d_head) (``rope_base``). Then q_m . k_n depends on m and n only through
+    m - n. Which dimensions form pair i is ``rope_pairs`` (``ROTARY_PAIRS``): interleaved
+    (2i, 2i+1) or half-split (i, i + d_head/2, Llama)."""
 
     name, label, rotates = "rope", "RoPE", True
     table_names = formula_tables = ("rope_freqs", "rope_angles")
 
     def __init__(self, cfg, causal: bool = True):
         super().__init__(cfg, causal)
+        self.pairs = ROTARY_PAIRS[cfg.rope_pairs]
+        self.rotate = self.pairs.rotate
         i = torch.arange(0, cfg.d_head, 2, dtype=torch.float64)
         self.register_buffer("inv_freq", cfg.rope_base ** (-i / cfg.d_head), persistent=False)
 

@@ -19,6 +19,7 @@ from .blocks import Block
 from .cache import KVCache
 from .config import ModelConfig
 from .decoding import decode
+from .heads import HEADS
 from .hooks import HookPoint
 from .masks import MaskSpec
 from .norms import make_norm
@@ -26,8 +27,11 @@ from .positional import make_positional
 
 
 class Stack(nn.Module):
-    """Embeddings + positions + N blocks + final norm. Token embeddings are owned by the model
-    (shared by encoder and decoder) and passed in."""
+    """Embeddings + positions + N blocks + final norm. Token embeddings (and token-type embeddings)
+    are owned by the model (shared by encoder and decoder) and passed in.
+
+        x = E[tok] (* sqrt(d_model) for sinusoidal) (+ T[type]) (+ P[pos]) -> (norm, BERT) -> blocks
+    """
 
     def __init__(self, cfg: ModelConfig, causal: bool, cross: bool = False):
         super().__init__()
@@ -35,8 +39,11 @@ class Stack(nn.Module):
         self.pos = make_positional(cfg, causal)
         self.embed_scale = cfg.scheme.embed_scale(cfg)  # sinusoidal: sqrt(d_model) (Vaswani §3.4)
         self.hook_embed = HookPoint()
+        if cfg.n_token_types:
+            self.hook_token_type_embed = HookPoint()
         for hook in cfg.scheme.stack_hooks():  # hook_pos_embed for schemes that add vectors
             self.add_module(hook, HookPoint())
+        self.ln_embed = make_norm(cfg) if cfg.embed_norm else None  # BERT: a norm on the embeddings
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, cross) for _ in range(cfg.n_layers))
         # Post-norm blocks already end in a norm.
@@ -44,16 +51,20 @@ class Stack(nn.Module):
 
     def forward(self, tok_emb: torch.Tensor, key_is_pad: torch.Tensor | None = None,
                 memory: torch.Tensor | None = None, memory_is_pad: torch.Tensor | None = None,
-                cache: KVCache | None = None) -> torch.Tensor:
-        """tok_emb [batch, pos, d_model] -> hidden [batch, pos, d_model]"""
+                cache: KVCache | None = None, type_emb: torch.Tensor | None = None) -> torch.Tensor:
+        """tok_emb (and type_emb) [batch, pos, d_model] -> hidden [batch, pos, d_model]"""
         B, T, _ = tok_emb.shape
         offset = cache.length if cache is not None else 0
         positions = torch.arange(offset, offset + T, device=tok_emb.device)
         x = self.hook_embed(tok_emb * self.embed_scale if self.embed_scale != 1.0 else tok_emb)
+        if type_emb is not None:  # BERT's order: (token + type) + position
+            x = x + self.hook_token_type_embed(type_emb)
         pe = self.pos.embed(positions)
         if pe is not None:  # [pos, d_model], broadcast over the batch (expanded only to record it)
             pe = pe.to(x.dtype)
             x = x + (self.hook_pos_embed(pe.expand(B, T, -1)) if self.hook_pos_embed.active else pe)
+        if self.ln_embed is not None:
+            x = self.ln_embed(x)
         if self.drop.p and self.training:
             x = self.drop(x)
         mask = MaskSpec(causal=self.causal, window=self.cfg.window, n_global=self.cfg.global_tokens,
@@ -83,12 +94,16 @@ class Transformer(nn.Module):
             raise ValueError(f"Transformer needs a tfviz.ModelConfig, not {type(config).__name__}")
         cfg = self.config = config
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if cfg.n_token_types:
+            self.token_type_embed = nn.Embedding(cfg.n_token_types, cfg.d_model)
         if cfg.arch == "encoder-decoder":
             self.encoder = Stack(cfg, causal=False)
             self.decoder = Stack(cfg, causal=True, cross=True)
         else:
             self.stack = Stack(cfg, causal=cfg.causal)
-        self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        head = HEADS[cfg.head]
+        self.head_transform = head.transform(cfg)  # BERT's dense + activation + norm, or None
+        self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=head.bias)
         self._init_weights()
         if cfg.tie_embeddings:
             self.unembed.weight = self.embed.weight
@@ -110,6 +125,29 @@ class Transformer(nn.Module):
                 nn.init.normal_(p, std=std)
             elif name.endswith(".bias") and "ln" not in name:
                 nn.init.zeros_(p)
+
+    @classmethod
+    def from_state_dict(cls, config: ModelConfig, state: dict[str, torch.Tensor]) -> "Transformer":
+        """A model whose parameters *are* ``state``'s tensors (no copy, no random initialisation:
+        built on the meta device, then assigned; strict: every parameter, nothing else). With
+        ``tie_embeddings``, ``unembed.weight`` may be left out. Computed buffers (RoPE
+        frequencies, ALiBi slopes) are rebuilt from the config."""
+        with torch.device("meta"):
+            model = cls(config)
+        state = dict(state)
+        if config.tie_embeddings:
+            state.setdefault("unembed.weight", state.get("embed.weight"))
+        model.load_state_dict(state, strict=True, assign=True)
+        if config.tie_embeddings:
+            model.unembed.weight = model.embed.weight
+        for stack in model.stacks.values():  # non-persistent buffers: not in any state dict
+            fresh = make_positional(config, stack.causal)
+            for name, buf in fresh.named_buffers():
+                setattr(stack.pos, name, buf)
+        meta = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+        if meta:
+            raise ValueError(f"no values for {', '.join(meta[:5])}")
+        return model
 
     # ------------------------------------------------------------------ public helpers
     def hook_points(self) -> dict[str, HookPoint]:
@@ -173,8 +211,31 @@ class Transformer(nn.Module):
         return pads
 
     # ------------------------------------------------------------------ forward
+    def _check_token_types(self, tokens: torch.Tensor, token_types: torch.Tensor | None) -> None:
+        if not self.config.n_token_types:
+            if token_types is not None:
+                raise ValueError("this model has no token types (n_token_types=0): leave token_types out")
+            return
+        if token_types is None:
+            return
+        if not isinstance(token_types, torch.Tensor) or token_types.shape != tokens.shape \
+                or token_types.dtype.is_floating_point or token_types.dtype == torch.bool:
+            raise ValueError("token_types must be an integer tensor shaped like the tokens")
+        if int(token_types.min()) < 0 or int(token_types.max()) >= self.config.n_token_types:
+            raise ValueError(f"token_types must be in [0, {self.config.n_token_types})")
+
+    def _type_embeddings(self, tokens: torch.Tensor, token_types: torch.Tensor | None):
+        """token_types [batch, pos] (default all 0) -> [batch, pos, d_model], or None for a model
+        without token types (checked by ``prepare``)."""
+        if not self.config.n_token_types:
+            return None
+        if token_types is None:
+            return self.token_type_embed.weight[0].expand(*tokens.shape, -1)
+        return self.token_type_embed(token_types)
+
     def prepare(self, *inputs: torch.Tensor, padding_mask: torch.Tensor | None = None,
-                cache: KVCache | None = None) -> tuple[torch.Tensor | None, ...]:
+                cache: KVCache | None = None, token_types: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor | None, ...]:
         """Check the inputs and resolve which keys are padding: everything in a forward that reads
         tensor values on the host (``int(t.min())``, ``bool(pads.any())``). -> ``pads`` for
         ``forward``: (key_is_pad,) for one stack, (src_is_pad, tgt_is_pad) for an encoder-decoder,
@@ -186,6 +247,8 @@ class Transformer(nn.Module):
                 raise ValueError(
                     f"an encoder-decoder model takes two inputs, model(src, tgt); got {len(inputs)}")
             src, tgt = inputs
+            if token_types is not None:
+                raise ValueError("an encoder-decoder model has no token types")
             src_pads = None
             if cache is None or cache.memory is None:
                 self._check_tokens(src, "src")
@@ -199,15 +262,18 @@ class Transformer(nn.Module):
         if cache is not None and cfg.arch == "encoder":
             raise ValueError("an encoder sees the whole input at once: there is nothing to cache")
         self._check_tokens(tokens, "tokens", cache.length if cache is not None else 0)
+        self._check_token_types(tokens, token_types)
         return (None if cache is not None else self._pads(tokens, padding_mask, cfg.causal),)
 
     def forward(self, *inputs: torch.Tensor, padding_mask: torch.Tensor | None = None,
-                cache: KVCache | None = None, pads: tuple[torch.Tensor | None, ...] | None = None
-                ) -> torch.Tensor:
+                cache: KVCache | None = None, pads: tuple[torch.Tensor | None, ...] | None = None,
+                token_types: torch.Tensor | None = None) -> torch.Tensor:
         """decoder / encoder: model(tokens); encoder-decoder: model(src, tgt) -> logits
-        [batch, pos, vocab]. ``pads``: what ``prepare`` returned for these inputs (checks skipped)."""
+        [batch, pos, vocab]. ``pads``: what ``prepare`` returned for these inputs (checks skipped).
+        ``token_types`` [batch, pos] for models with ``n_token_types`` (BERT's segments A = 0 /
+        B = 1; default all 0)."""
         if pads is None:
-            pads = self.prepare(*inputs, padding_mask=padding_mask, cache=cache)
+            pads = self.prepare(*inputs, padding_mask=padding_mask, cache=cache, token_types=token_types)
         if self.config.arch == "encoder-decoder":
             src, tgt = inputs
             src_pads, tgt_pads = pads
@@ -219,7 +285,10 @@ class Transformer(nn.Module):
                     cache.memory, cache.memory_is_pad = memory, memory_is_pad
             h = self.decoder(self.embed(tgt), tgt_pads, memory, memory_is_pad, cache)
         else:
-            h = self.stack(self.embed(inputs[0]), pads[0], cache=cache)
+            h = self.stack(self.embed(inputs[0]), pads[0], cache=cache,
+                           type_emb=self._type_embeddings(inputs[0], token_types))
+        if self.head_transform is not None:
+            h = self.head_transform(h)
         return self.unembed(h)  # [batch, pos, vocab]
 
     def encode(self, src: torch.Tensor, padding_mask: torch.Tensor | None = None):

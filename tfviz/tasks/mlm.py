@@ -8,7 +8,7 @@ meta: chosen (positions), modes ("mask" | "random" | "keep", aligned with chosen
 """
 from __future__ import annotations
 
-from ..tokenize import SPECIAL_TOKENS, train_tokenizer
+from ..tokenize import train_tokenizer
 from . import grammar
 from .base import IGNORE, Example
 from .common import GeneratedTask, split_list, token_evaluate, unique_samples
@@ -24,7 +24,7 @@ class MLMTask(GeneratedTask):
         rng = self.rng("sentences")
         sentences = unique_samples(lambda: grammar.sentence(rng)[0], sum(self.sizes()), "sentences")
         tok = train_tokenizer("word", sentences)
-        first = len(SPECIAL_TOKENS)
+        first = max(tok.special_ids) + 1  # random replacements are never special tokens
         mrng = self.rng("masking")
         examples = []
         for text in sentences:

@@ -91,6 +91,11 @@ class Checkpoint:
                  f"d_model {c.d_model}, d_ff {c.d_ff}, pos {c.pos}, norm {c.norm}"
                  f"{', attention-only' if c.attn_only else ''}, {n_params:,} parameters",
                  f"vocab        {c.vocab_size}" + (f" ({self.tokenizer!r})" if self.tokenizer else "")]
+        imported = (self.meta.get("extra") or {}).get("imported")
+        if isinstance(imported, dict):  # tfviz.interop: a Hugging Face folder
+            lines.append(f"imported     {imported.get('family')} ({', '.join(imported.get('architectures') or [])}) "
+                         f"from {imported.get('folder')}")
+            lines += [f"note         {n}" for n in imported.get("notes") or []]
         if self.task:
             lines.append("task         " + ", ".join(f"{k}={v}" for k, v in self.task.items()))
         if self.train_config is not None:
@@ -233,7 +238,10 @@ def _parse_meta(meta: dict[str, str], path) -> dict[str, Any]:
     except ValueError as e:
         raise fail(path, f"invalid metadata: {e}") from None
     tok, cfg = objs["tokenizer_obj"], objs["config"]
-    if tok is not None and tok.vocab_size != cfg.vocab_size:  # ids outside either would break pages
+    # Ids outside either would break pages. An imported model may have more embedding rows than
+    # its tokenizer has tokens (padded to a round number: Qwen2), never fewer.
+    if tok is not None and (tok.vocab_size > cfg.vocab_size
+                            or tok.fixed_specials and tok.vocab_size != cfg.vocab_size):
         raise fail(path, f"the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
                           f"{cfg.vocab_size}: they do not belong together")
     return {**parsed, **objs}

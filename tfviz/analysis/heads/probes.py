@@ -16,19 +16,25 @@ from ...tokenize import SPECIAL_TOKENS
 from .labels import scores_frame
 from .scores import ANTECEDENT_SCORES, PATTERN, PATTERN_SCORES, antecedent_scores, pattern_scores
 
-BOS_ID = SPECIAL_TOKENS.index("[BOS]")  # 2 in every tfviz tokenizer
-N_SPECIAL = len(SPECIAL_TOKENS)  # ids 0..6 are [PAD] [UNK] [BOS] [EOS] [MASK] [SEP] [CLS]
+BOS_ID = SPECIAL_TOKENS.index("[BOS]")  # 2 in every tokenizer tfviz trains (imported: tokenizer.bos_id)
+N_SPECIAL = len(SPECIAL_TOKENS)  # ids 0..6 are [PAD] [UNK] [BOS] [EOS] [MASK] [SEP] [CLS] there
 
 
 # ---------------------------------------------------------------------------- probes, models
 def induction_probe(vocab: int | Sequence[int], half: int = 16, batch: int = 8, seed: int = 0,
-                    bos_id: int = BOS_ID, distinct: bool | None = None) -> torch.Tensor:
+                    bos_id: int = BOS_ID, distinct: bool | None = None,
+                    special_ids: Sequence[int] | None = None) -> torch.Tensor:
     """[BOS] r1..rn r1..rn (n = ``half``) for ``batch`` random sequences -> LongTensor
     [batch, 1 + 2*half], for any decoder (Olsson et al. 2022's repeated random tokens).
 
-    vocab: the token ids to draw from, or a vocabulary size (then ids N_SPECIAL..vocab-1, skipping
-    the special tokens). distinct: no repeats within a half (default: when vocab allows)."""
-    ids = list(range(N_SPECIAL, vocab)) if isinstance(vocab, int) else [int(v) for v in vocab]
+    vocab: the token ids to draw from, or a vocabulary size (then ids 0..vocab-1 except the
+    ``special_ids``, default tfviz's 0..6; pass ``tokenizer.special_ids`` for an imported model).
+    distinct: no repeats within a half (default: when vocab allows)."""
+    if isinstance(vocab, int):
+        skip = set(range(N_SPECIAL) if special_ids is None else (int(i) for i in special_ids))
+        ids = [i for i in range(vocab) if i not in skip]
+    else:
+        ids = [int(v) for v in vocab]
     if len(ids) < 2 or half < 1:
         raise ValueError(f"need half >= 1 and at least 2 token ids to draw from, got {len(ids)}")
     distinct = len(ids) >= half if distinct is None else distinct
@@ -46,7 +52,7 @@ def induction_probe(vocab: int | Sequence[int], half: int = 16, batch: int = 8, 
 
 def score_model(model, task=None, *, half: int = 16, batch: int = 8, seed: int = 0,
                 n_examples: int = 64, split: str = "validation", local_k: int = 3,
-                bos_id: int = BOS_ID,
+                bos_id: int | None = None, tokenizer=None,
                 thresholds: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Record a decoder or encoder model's patterns on probe inputs and score every head.
 
@@ -56,7 +62,9 @@ def score_model(model, task=None, *, half: int = 16, batch: int = 8, seed: int =
       first-token, self, local and entropy on the text the model was trained on, and for coref
       the antecedent scores.
     ``df.attrs["inputs"]`` says which input each score came from. Encoder-decoder models: score
-    ``rec.stack_layers("decoder.blocks.{l}.attn.hook_pattern")`` with ``head_scores``."""
+    ``rec.stack_layers("decoder.blocks.{l}.attn.hook_pattern")`` with ``head_scores``.
+    The probe's first token (``bos_id``) and the ids it never draws (special tokens) come from
+    ``tokenizer`` (else the task's; else tfviz's [BOS] = 2 and ids 0..6)."""
     cfg = model.config
     if cfg.arch == "encoder-decoder":
         raise ValueError("score_model scores single-stack models; for an encoder-decoder pass "
@@ -71,9 +79,15 @@ def score_model(model, task=None, *, half: int = 16, batch: int = 8, seed: int =
     inputs: dict[str, str] = {}
 
     if cfg.causal or task is None:
-        n_vocab = cfg.vocab_size if task is None else min(cfg.vocab_size, task.tokenizer.vocab_size)
+        tok = tokenizer if tokenizer is not None else getattr(task, "tokenizer", None)
+        if bos_id is None:
+            bos_id = BOS_ID if tok is None else tok.bos_id if tok.bos_id is not None else tok.cls_id
+            if bos_id is None:
+                raise ValueError("the tokenizer has neither a bos nor a cls token: pass bos_id")
+        n_vocab = cfg.vocab_size if tok is None else min(cfg.vocab_size, tok.vocab_size)
         half = max(1, min(half, (cfg.max_len - 1) // 2))
-        probe = induction_probe(n_vocab, half, batch, seed, bos_id)
+        probe = induction_probe(n_vocab, half, batch, seed, bos_id,
+                                special_ids=None if tok is None else tok.special_ids)
         rec = record(model, probe.to(device), names=names)
         scores |= pattern_scores(rec.stack_layers(PATTERN), probe, **mask)
         what = f"induction probe: {batch} x [BOS] + {half} random tokens, repeated"

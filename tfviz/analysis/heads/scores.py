@@ -92,7 +92,7 @@ def _pads(tokens: np.ndarray | None, pad_id, padding_mask, batch: int, n: int) -
     if tokens is None or pad_id is None:
         return np.zeros((batch, n), dtype=bool)
     if tokens.dtype.kind in "USO" and not isinstance(pad_id, str):
-        pad_id = SPECIAL_TOKENS[pad_id]  # token strings (e.g. a snapshot's): "[PAD]"
+        pad_id = SPECIAL_TOKENS[pad_id]  # token strings of a tfviz-trained task (a snapshot's): "[PAD]"
     return np.asarray(tokens == pad_id, dtype=bool)
 
 

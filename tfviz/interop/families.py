@@ -1,0 +1,364 @@
+"""Model families, one small adapter each, behind one registry (``FAMILIES``; ``MODEL_TYPES`` maps
+a config.json ``model_type`` to its family). An adapter knows two things about its family:
+
+    model_config(hf, weights)  config.json (a dict) -> ModelConfig, refusing what tfviz cannot
+                               compute exactly (rope scaling, a partial rotary, ...), with notes
+    state_dict(cfg, weights)   Hugging Face tensor names -> tfviz's state_dict names
+
+Every tensor of the folder must be used or named in ``ignored`` (buffers, poolers, heads tfviz
+does not show), so a weight that a mapping forgot is an error, never a silent difference.
+Foreign conventions stay here: GPT-2's Conv1D weights are [in, out] (transposed into nn.Linear's
+[out, in]); BERT's and Llama's separate q/k/v become one W_qkv = [q; k; v]; Llama's gate/up
+become W_in = [gate; up] (tfviz's SwiGLU reads gate first); Llama's RoPE pairs dims (i, i + d/2)
+(``rope_pairs="half"``); GPT-2 uses the tanh GELU ("gelu_new"); imported models mask no token
+by id (``pad_id=None``: GPT-2's token 0 is "!").
+
+To add a family: a ``Family`` subclass here and its class in ``FAMILIES``; new conventions become
+registry entries in ``tfviz.model`` (a norm, an activation, a head, a RoPE pairing).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import torch
+
+from ..model import ModelConfig
+from .folder import ModelFolderError, Weights
+
+
+class Family:
+    """The interface (see the module docstring)."""
+
+    name = ""
+    label = ""
+    model_types: tuple[str, ...] = ()
+    architectures: tuple[str, ...] = ()   # what config.json's "architectures" may say
+    prefixes: tuple[str, ...] = ("",)     # where the base model sits in a task model's names
+    anchor = ""                           # a tensor every checkpoint of the family has (unprefixed)
+    ignored: tuple[str, ...] = ()         # regexes of tensors tfviz has no use for
+
+    @classmethod
+    def model_config(cls, hf: dict, w: Weights) -> tuple[ModelConfig, list[str]]:
+        raise NotImplementedError
+
+    @classmethod
+    def state_dict(cls, cfg: ModelConfig, w: Weights) -> Iterator[tuple[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- shared helpers
+    @classmethod
+    def prefix(cls, w: Weights) -> str:
+        for p in cls.prefixes:
+            if p + cls.anchor in w:
+                return p
+        raise ModelFolderError(f"{w.folder.path}: the weights have no {cls.anchor!r} (with any of the "
+                               f"prefixes {cls.prefixes}): not a {cls.label} checkpoint")
+
+    @classmethod
+    def refuse(cls, option: str, why: str) -> ModelFolderError:
+        return ModelFolderError(f"{cls.label}: {option} is not supported ({why})")
+
+    @classmethod
+    def check_architectures(cls, hf: dict) -> None:
+        archs = hf.get("architectures") or []
+        odd = [a for a in archs if a not in cls.architectures]
+        if odd:
+            raise cls.refuse(f"architectures {odd}", f"tfviz reads {', '.join(cls.architectures)}")
+
+    @staticmethod
+    def number(hf: dict, key: str, default=None, kind=int):
+        value = hf.get(key, default)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                kind is int and int(value) != value):
+            raise ModelFolderError(f"config.json: {key}={value!r} must be a number")
+        return kind(value)
+
+    @staticmethod
+    def linear(w: Weights, name: str, cfg: ModelConfig, out: int, transpose: bool = False):
+        """(weight, bias) of an HF linear layer ``name`` (without .weight); a missing bias is zeros
+        when ``cfg.bias`` (adding zero is exact: Qwen2 has q/k/v biases but none on o_proj)."""
+        weight = w.get(f"{name}.weight")
+        weight = weight.T.contiguous() if transpose else weight
+        bias = w.get(f"{name}.bias") if f"{name}.bias" in w else None
+        if bias is None and cfg.bias:
+            bias = torch.zeros(out)
+        return weight, bias
+
+
+def _layernorm(w: Weights, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weight, bias) of a LayerNorm; old BERT checkpoints call them gamma and beta."""
+    g, b = w.first(f"{name}.weight", f"{name}.gamma"), w.first(f"{name}.bias", f"{name}.beta")
+    if g is None or b is None:
+        raise ModelFolderError(f"{w.folder.path}: no weights for the LayerNorm {name!r}")
+    return w.get(g), w.get(b)
+
+
+ACTIVATION_NAMES = {"gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new", "gelu": "gelu",
+                    "relu": "relu"}
+"""Hugging Face hidden_act -> tfviz activation (both tanh variants are the same formula)."""
+
+
+def _activation(cls: type[Family], act) -> str:
+    if act not in ACTIVATION_NAMES:
+        raise cls.refuse(f"activation {act!r}", f"supported: {', '.join(ACTIVATION_NAMES)}")
+    return ACTIVATION_NAMES[act]
+
+
+# ==================================================================================== GPT-2
+class GPT2(Family):
+    """Radford et al. 2019: learned positions, pre-norm LayerNorm, tanh GELU, tied head, Conv1D."""
+
+    name, label = "gpt2", "GPT-2"
+    model_types = ("gpt2",)
+    architectures = ("GPT2LMHeadModel", "GPT2Model")
+    prefixes = ("transformer.", "")
+    anchor = "wte.weight"
+    ignored = (r"(transformer\.)?h\.\d+\.attn\.(masked_)?bias",  # causal-mask buffers (old files)
+               r"lm_head\.weight")  # with tied embeddings it is wte again
+
+    @classmethod
+    def model_config(cls, hf, w):
+        cls.check_architectures(hf)
+        for key, want in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                          ("add_cross_attention", False)):
+            if bool(hf.get(key, want)) != want:
+                raise cls.refuse(f"{key}={hf[key]}", "tfviz scales scores by 1/sqrt(d_head) alone "
+                                 "and has no cross-attention in a decoder-only model")
+        d = cls.number(hf, "n_embd", 768)
+        notes = []
+        tie = bool(hf.get("tie_word_embeddings", True))
+        if not tie and "lm_head.weight" not in w:
+            tie = True
+            notes.append("the folder has no lm_head: logits read the token embeddings back out (tied)")
+        cfg = ModelConfig(
+            arch="decoder", vocab_size=cls.number(hf, "vocab_size", 50257), d_model=d,
+            n_heads=cls.number(hf, "n_head", 12), n_layers=cls.number(hf, "n_layer", 12),
+            d_ff=hf.get("n_inner") or 4 * d, max_len=cls.number(hf, "n_positions", 1024),
+            pos="learned", norm="pre", normalization="layernorm",
+            activation=_activation(cls, hf.get("activation_function", "gelu_new")),
+            dropout=0.0, bias=True, tie_embeddings=tie, pad_id=None,
+            layer_norm_eps=cls.number(hf, "layer_norm_epsilon", 1e-5, float))
+        return cfg, notes
+
+    @classmethod
+    def state_dict(cls, cfg, w):
+        p = cls.prefix(w)
+        yield "embed.weight", w.get(p + "wte.weight")
+        yield "stack.pos.table.weight", w.get(p + "wpe.weight")
+        d = cfg.d_model
+        for i in range(cfg.n_layers):
+            h, t = f"{p}h.{i}.", f"stack.blocks.{i}."
+            yield from _named(t + "ln1", _layernorm(w, h + "ln_1"))
+            yield from _named(t + "attn.W_qkv", cls.linear(w, h + "attn.c_attn", cfg, 3 * d, transpose=True))
+            yield from _named(t + "attn.W_o", cls.linear(w, h + "attn.c_proj", cfg, d, transpose=True))
+            yield from _named(t + "ln2", _layernorm(w, h + "ln_2"))
+            yield from _named(t + "mlp.W_in", cls.linear(w, h + "mlp.c_fc", cfg, cfg.d_ff, transpose=True))
+            yield from _named(t + "mlp.W_out", cls.linear(w, h + "mlp.c_proj", cfg, d, transpose=True))
+        yield from _named("stack.ln_final", _layernorm(w, p + "ln_f"))
+        if not cfg.tie_embeddings:
+            yield "unembed.weight", w.get("lm_head.weight")
+
+
+# ==================================================================================== BERT
+class Bert(Family):
+    """Devlin et al. 2019: post-norm encoder, learned positions + token types + an embedding
+    LayerNorm, exact GELU, and (BertForMaskedLM) the MLM head with its output bias."""
+
+    name, label = "bert", "BERT"
+    model_types = ("bert",)
+    architectures = ("BertForMaskedLM", "BertModel", "BertForPreTraining")
+    prefixes = ("bert.", "")
+    anchor = "embeddings.word_embeddings.weight"
+    ignored = (r"(bert\.)?embeddings\.position_ids", r"(bert\.)?pooler\..*",  # the [CLS] pooler
+               r"cls\.seq_relationship\..*",  # next-sentence head (BertForPreTraining)
+               r"cls\.predictions\.decoder\.(weight|bias)")  # tied: word embeddings / cls.predictions.bias
+
+    @classmethod
+    def model_config(cls, hf, w):
+        cls.check_architectures(hf)
+        if hf.get("position_embedding_type", "absolute") != "absolute":
+            raise cls.refuse(f"position_embedding_type={hf['position_embedding_type']!r}",
+                             "tfviz reads BERT's absolute (learned) positions")
+        if hf.get("is_decoder") or hf.get("add_cross_attention"):
+            raise cls.refuse("is_decoder / add_cross_attention", "tfviz reads BERT as an encoder")
+        notes = []
+        mlm = "cls.predictions.transform.dense.weight" in w
+        tie = bool(hf.get("tie_word_embeddings", True))
+        if mlm and not tie and "cls.predictions.decoder.weight" not in w:
+            raise ModelFolderError(f"{w.folder.path}: tie_word_embeddings is false but the folder has "
+                                   "no cls.predictions.decoder.weight")
+        if not mlm:
+            tie = True
+            notes.append("no masked-LM head in this folder (a BertModel): logits read the token "
+                         "embeddings back out (tied, no head transform); they are not BERT's predictions")
+        cfg = ModelConfig(
+            arch="encoder", vocab_size=cls.number(hf, "vocab_size", 30522),
+            d_model=cls.number(hf, "hidden_size", 768), n_heads=cls.number(hf, "num_attention_heads", 12),
+            n_layers=cls.number(hf, "num_hidden_layers", 12), d_ff=cls.number(hf, "intermediate_size", 3072),
+            max_len=cls.number(hf, "max_position_embeddings", 512), pos="learned", norm="post",
+            normalization="layernorm", activation=_activation(cls, hf.get("hidden_act", "gelu")),
+            dropout=0.0, bias=True, tie_embeddings=tie, pad_id=None,
+            layer_norm_eps=cls.number(hf, "layer_norm_eps", 1e-12, float), embed_norm=True,
+            n_token_types=cls.number(hf, "type_vocab_size", 2), head="mlm" if mlm else "linear")
+        return cfg, notes
+
+    @classmethod
+    def state_dict(cls, cfg, w):
+        p = cls.prefix(w)
+        e = p + "embeddings."
+        yield "embed.weight", w.get(e + "word_embeddings.weight")
+        yield "stack.pos.table.weight", w.get(e + "position_embeddings.weight")
+        yield "token_type_embed.weight", w.get(e + "token_type_embeddings.weight")
+        yield from _named("stack.ln_embed", _layernorm(w, e + "LayerNorm"))
+        d = cfg.d_model
+        for i in range(cfg.n_layers):
+            h, t = f"{p}encoder.layer.{i}.", f"stack.blocks.{i}."
+            qkv = [cls.linear(w, f"{h}attention.self.{x}", cfg, d) for x in ("query", "key", "value")]
+            yield t + "attn.W_qkv.weight", torch.cat([q[0] for q in qkv])
+            yield t + "attn.W_qkv.bias", torch.cat([q[1] for q in qkv])
+            yield from _named(t + "attn.W_o", cls.linear(w, h + "attention.output.dense", cfg, d))
+            yield from _named(t + "ln1", _layernorm(w, h + "attention.output.LayerNorm"))
+            yield from _named(t + "mlp.W_in", cls.linear(w, h + "intermediate.dense", cfg, cfg.d_ff))
+            yield from _named(t + "mlp.W_out", cls.linear(w, h + "output.dense", cfg, d))
+            yield from _named(t + "ln2", _layernorm(w, h + "output.LayerNorm"))
+        if cfg.head == "mlm":
+            c = "cls.predictions."
+            yield from _named("head_transform.dense", cls.linear(w, c + "transform.dense", cfg, d))
+            yield from _named("head_transform.ln", _layernorm(w, c + "transform.LayerNorm"))
+            yield "unembed.bias", w.get(w.first(c + "bias", c + "decoder.bias") or c + "bias")
+            if not cfg.tie_embeddings:
+                yield "unembed.weight", w.get(c + "decoder.weight")
+
+
+# ==================================================================================== Llama
+class Llama(Family):
+    """Touvron et al. 2023 (and Mistral, Qwen2 where Llama-shaped): pre-norm RMSNorm, SwiGLU,
+    RoPE on half-split pairs, grouped-query attention, no biases (Qwen2: q/k/v biases)."""
+
+    name, label = "llama", "Llama-family"
+    model_types = ("llama", "mistral", "qwen2")
+    architectures = ("LlamaForCausalLM", "LlamaModel", "MistralForCausalLM", "MistralModel",
+                     "Qwen2ForCausalLM", "Qwen2Model")
+    prefixes = ("model.", "")
+    anchor = "embed_tokens.weight"
+    ignored = (r"(model\.)?layers\.\d+\.self_attn\.rotary_emb\.inv_freq",  # computed, old files
+               r"lm_head\.weight")  # with tied embeddings it is embed_tokens again
+
+    @classmethod
+    def rope(cls, hf: dict) -> float:
+        """rope_theta, refusing every RoPE variant but the plain one."""
+        params = hf.get("rope_parameters") or {}
+        scaling = hf.get("rope_scaling")
+        kind = params.get("rope_type", "default") if isinstance(params, dict) else "?"
+        if scaling or kind not in ("default", None):
+            what = kind if kind not in ("default", None) else (scaling or {}).get("rope_type", scaling)
+            raise cls.refuse(f"RoPE scaling {what!r}", "tfviz implements plain RoPE, theta_i = "
+                             "base^(-2i/d_head), without long-context frequency scaling")
+        if float(hf.get("partial_rotary_factor", params.get("partial_rotary_factor", 1.0)) or 1.0) != 1.0:
+            raise cls.refuse("partial_rotary_factor", "tfviz rotates every dimension of q and k")
+        theta = params.get("rope_theta", hf.get("rope_theta", 10000.0))
+        return cls.number({"rope_theta": theta}, "rope_theta", kind=float)
+
+    @classmethod
+    def window(cls, hf: dict) -> int | None:
+        """tfviz's window w (a query sees keys i - w .. i) from the sliding-window settings: HF
+        lets query i see key j when i - j < sliding_window, so w = sliding_window - 1."""
+        model_type = hf.get("model_type")
+        size = hf.get("sliding_window")
+        if model_type == "qwen2":
+            layers = hf.get("layer_types") or []
+            if not hf.get("use_sliding_window", False) or size is None:
+                return None
+            if not layers or any(t != "sliding_attention" for t in layers):
+                raise cls.refuse("a sliding window on some layers only (max_window_layers / layer_types)",
+                                 "tfviz's window applies to every layer alike")
+        elif model_type == "llama" or size is None:
+            return None
+        size = cls.number(hf, "sliding_window")
+        if size < 2:
+            raise cls.refuse(f"sliding_window={size}", "a window must let a token see its predecessor")
+        return size - 1
+
+    @classmethod
+    def model_config(cls, hf, w):
+        cls.check_architectures(hf)
+        model_type = hf.get("model_type")
+        if hf.get("hidden_act", "silu") != "silu":
+            raise cls.refuse(f"hidden_act={hf.get('hidden_act')!r}",
+                             "tfviz's Llama-family MLP is SwiGLU (silu)")
+        d, n_heads = cls.number(hf, "hidden_size"), cls.number(hf, "num_attention_heads")
+        head_dim = hf.get("head_dim")
+        if head_dim is not None and head_dim * n_heads != d:
+            raise cls.refuse(f"head_dim={head_dim} with hidden_size={d} and {n_heads} heads",
+                             "tfviz needs d_head = d_model / n_heads")
+        bias = model_type == "qwen2" or bool(hf.get("attention_bias")) or bool(hf.get("mlp_bias"))
+        notes = []
+        if bias and model_type == "qwen2":
+            notes.append("Qwen2 has biases on q, k and v only: o_proj and the MLP get zero biases "
+                         "(exactly the same numbers)")
+        tie = bool(hf.get("tie_word_embeddings", False))
+        if not tie and "lm_head.weight" not in w:
+            tie = True
+            notes.append("the folder has no lm_head: logits read the token embeddings back out (tied)")
+        cfg = ModelConfig(
+            arch="decoder", vocab_size=cls.number(hf, "vocab_size"), d_model=d, n_heads=n_heads,
+            n_kv_heads=cls.number(hf, "num_key_value_heads", n_heads),
+            n_layers=cls.number(hf, "num_hidden_layers"), d_ff=cls.number(hf, "intermediate_size"),
+            max_len=cls.number(hf, "max_position_embeddings", 2048), pos="rope", rope_pairs="half",
+            rope_base=cls.rope(hf), norm="pre", normalization="rmsnorm", activation="swiglu",
+            dropout=0.0, bias=bias, tie_embeddings=tie, pad_id=None, window=cls.window(hf),
+            layer_norm_eps=cls.number(hf, "rms_norm_eps", 1e-6, float))
+        return cfg, notes
+
+    @classmethod
+    def state_dict(cls, cfg, w):
+        p = cls.prefix(w)
+        yield "embed.weight", w.get(p + "embed_tokens.weight")
+        hq, hkv = cfg.n_heads * cfg.d_head, cfg.n_kv_heads * cfg.d_head
+        for i in range(cfg.n_layers):
+            h, t = f"{p}layers.{i}.", f"stack.blocks.{i}."
+            yield t + "ln1.weight", w.get(h + "input_layernorm.weight")
+            qkv = [cls.linear(w, f"{h}self_attn.{x}_proj", cfg, n) for x, n in (("q", hq), ("k", hkv), ("v", hkv))]
+            yield t + "attn.W_qkv.weight", torch.cat([q[0] for q in qkv])
+            if cfg.bias:
+                yield t + "attn.W_qkv.bias", torch.cat([q[1] for q in qkv])
+            yield from _named(t + "attn.W_o", cls.linear(w, h + "self_attn.o_proj", cfg, cfg.d_model))
+            yield t + "ln2.weight", w.get(h + "post_attention_layernorm.weight")
+            gate, up = (cls.linear(w, f"{h}mlp.{x}_proj", cfg, cfg.d_ff) for x in ("gate", "up"))
+            yield t + "mlp.W_in.weight", torch.cat([gate[0], up[0]])  # SwiGLU reads [gate; up]
+            if cfg.bias:
+                yield t + "mlp.W_in.bias", torch.cat([gate[1], up[1]])
+            yield from _named(t + "mlp.W_out", cls.linear(w, h + "mlp.down_proj", cfg, cfg.d_model))
+        yield "stack.ln_final.weight", w.get(p + "norm.weight")
+        if not cfg.tie_embeddings:
+            yield "unembed.weight", w.get("lm_head.weight")
+
+
+def _named(name: str, pair) -> Iterator[tuple[str, torch.Tensor]]:
+    weight, bias = pair
+    yield f"{name}.weight", weight
+    if bias is not None:
+        yield f"{name}.bias", bias
+
+
+FAMILIES: dict[str, type[Family]] = {cls.name: cls for cls in (GPT2, Bert, Llama)}
+"""family name -> adapter."""
+MODEL_TYPES: dict[str, type[Family]] = {t: cls for cls in FAMILIES.values() for t in cls.model_types}
+"""config.json model_type -> adapter."""
+
+
+def family_of(hf: dict) -> type[Family]:
+    """The adapter for a config.json, or a ModelFolderError naming what is supported."""
+    model_type = hf.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise ModelFolderError(
+            f"model_type {model_type!r} is not supported; tfviz opens "
+            + "; ".join(f"{c.label} ({', '.join(c.model_types)})" for c in FAMILIES.values()))
+    return MODEL_TYPES[model_type]
+
+
+def unused(w: Weights, family: type[Family]) -> list[str]:
+    """Tensors of the folder that the mapping did not read and that are not known to be unneeded."""
+    pattern = re.compile("|".join(f"(?:{r})" for r in family.ignored)) if family.ignored else None
+    return [n for n in w.names() if n not in w.used and not (pattern and pattern.fullmatch(n))]

@@ -1,0 +1,85 @@
+"""``from_pretrained``: a Hugging Face model folder -> a tfviz ``Checkpoint``; ``import_folder``
+writes it as a tfviz checkpoint (``python -m tfviz import PATH --out NAME``).
+
+    ck = tfviz.from_pretrained("models/gpt2", progress=lambda f, msg: print(f"{f:.0%} {msg}"))
+    ck.model        # a tfviz.Transformer: record(), generate(), every hook point
+    ck.tokenizer    # the folder's tokenizer.json, with its own ids and special tokens
+    ck.meta["extra"]["imported"]   # family, model_type, notes (what was adapted), its config.json
+
+Offline and read only: the folder (or the hub cache) is read, nothing is downloaded, written or
+unpickled. Tensors are read one at a time from memory-mapped safetensors files and become the
+model's parameters directly (no random initialisation, no second copy).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from ..model import Transformer
+from ..train.checkpoint import Checkpoint, save_checkpoint
+from ..version import __version__
+from .families import family_of, unused
+from .folder import ModelFolder, ModelFolderError, Progress
+from .tokenizer import load_tokenizer
+
+SOURCE = "huggingface"
+
+
+def from_pretrained(path: str | os.PathLike, *, max_bytes: int | None = None,
+                    progress: Progress | None = None, device: str | torch.device = "cpu") -> Checkpoint:
+    """Open a Hugging Face model folder (see ``tfviz.interop.folder`` for the layouts) as a
+    ``Checkpoint`` whose ``model`` computes what transformers computes (float32). Raises
+    ``ModelFolderError`` (a ValueError) saying why a folder cannot be opened: an unknown
+    model_type, an option tfviz does not implement, pickle-only weights, weights over
+    ``max_bytes`` (default ``folder.local_max_bytes()``), a mapping that leaves weights unused.
+    The model is moved to ``device`` (as ``load_checkpoint`` does) and put in eval mode."""
+    report = progress or (lambda fraction, message: None)
+    report(0.0, "reading config.json")
+    folder = ModelFolder.open(path, max_bytes)
+    family = family_of(folder.config)
+    with folder.weights(lambda f, msg: report(0.02 + 0.88 * f, msg)) as w:
+        try:
+            cfg, notes = family.model_config(folder.config, w)
+        except ValueError as e:  # ModelConfig's own checks: still about this folder's config.json
+            raise ModelFolderError(f"{folder.path}: {e}") from None
+        state = dict(family.state_dict(cfg, w))
+        left = unused(w, family)
+    if left:
+        raise ModelFolderError(
+            f"{folder.path}: {len(left)} weight(s) that the {family.label} mapping does not use "
+            f"({', '.join(left[:4])}{' ...' if len(left) > 4 else ''}): the model has parts tfviz does not "
+            "implement, so it would compute something else; refused")
+    report(0.9, "building the model")
+    try:
+        model = Transformer.from_state_dict(cfg, state).to(device).eval()
+    except (RuntimeError, ValueError) as e:  # a shape that does not fit config.json
+        raise ModelFolderError(f"{folder.path}: the weights do not fit config.json: "
+                               f"{str(e).splitlines()[-1].strip()[:300]}") from None
+    report(0.95, "reading tokenizer.json")
+    tokenizer = None
+    if folder.tokenizer_file is not None:
+        tokenizer = load_tokenizer(folder.tokenizer_file, folder.tokenizer_config, folder.config,
+                                   folder.special_tokens_map)
+        if tokenizer.vocab_size > cfg.vocab_size:
+            raise ModelFolderError(f"{folder.path}: tokenizer.json has {tokenizer.vocab_size} tokens but "
+                                   f"the model only {cfg.vocab_size} embeddings")
+    else:
+        notes.append("no tokenizer.json in the folder: token ids only (tfviz reads the fast-tokenizer "
+                     "file that save_pretrained writes, not vocab.txt / tokenizer.model)")
+    imported = {"source": SOURCE, "family": family.name, "model_type": folder.config.get("model_type"),
+                "architectures": folder.config.get("architectures") or [], "folder": str(folder.path),
+                "notes": notes, "weights_bytes": folder.nbytes, "hf_config": folder.config}
+    report(1.0, "loaded")
+    return Checkpoint(folder.path, model, cfg, tokenizer, None, None, [],
+                      {"tfviz_version": __version__, "extra": {"imported": imported}})
+
+
+def import_folder(path: str | os.PathLike, out: str | os.PathLike, *, max_bytes: int | None = None,
+                  progress: Progress | None = None) -> Path:
+    """``from_pretrained(path)`` saved as a tfviz checkpoint at ``out`` (safetensors + JSON, the
+    folder's family, model_type, notes and config.json kept under ``extra["imported"]``)."""
+    ck = from_pretrained(path, max_bytes=max_bytes, progress=progress)
+    with torch.no_grad():
+        return save_checkpoint(out, ck.model, tokenizer=ck.tokenizer, extra=ck.meta["extra"])

@@ -1,0 +1,90 @@
+"""A folder's ``tokenizer.json`` (+ ``tokenizer_config.json``) as a tfviz ``Tokenizer``.
+
+The ids are exactly the file's (``tokenizers.Tokenizer.from_file`` gives the same ones); the
+special tokens are named by role ("bos", "eos", "unk", "pad", "mask", "sep", "cls"), for each role
+from the first of: tokenizer_config.json's ``{role}_token``, special_tokens_map.json's, config.json's
+``{role}_token_id``, the model's own unk token, and a special token of the file spelled the
+conventional way ([CLS], [SEP], [MASK], <s>, </s>, <unk>, <pad>, ...; older BERT folders name
+their specials nowhere else). The kind follows from the file: a byte-level BPE is "bpe" (GPT-2, Llama 3,
+Qwen2), a WordPiece model "wordpiece" (BERT), a BPE/Unigram over Metaspace "▁" pieces
+"sentencepiece" (Llama 2, Mistral).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer as HFTokenizer
+
+from ..tokenize import ROLES, Tokenizer
+from .folder import ModelFolderError
+
+
+def _walk(node) -> list[str]:
+    """Every "type" named anywhere in a tokenizer.json component (they nest in Sequences)."""
+    if isinstance(node, dict):
+        return ([node["type"]] if isinstance(node.get("type"), str) else []) + [
+            t for v in node.values() for t in _walk(v)]
+    if isinstance(node, list):
+        return [t for v in node for t in _walk(v)]
+    return []
+
+
+def kind_of(spec: dict) -> str:
+    """"bpe" | "wordpiece" | "sentencepiece" | "word" from a parsed tokenizer.json."""
+    model = (spec.get("model") or {}).get("type")
+    parts = set(_walk([spec.get("pre_tokenizer"), spec.get("decoder"), spec.get("normalizer")]))
+    if model == "WordPiece":
+        return "wordpiece"
+    if model == "BPE" and "ByteLevel" in parts:
+        return "bpe"
+    if model in ("BPE", "Unigram"):
+        return "sentencepiece"  # Metaspace / Replace("▁") pieces, usually with byte fallback
+    if model == "WordLevel":
+        return "word"
+    raise ModelFolderError(f"tokenizer.json: a {model!r} model is not supported (tfviz reads BPE, "
+                           "WordPiece, Unigram and WordLevel tokenizers)")
+
+
+def _content(value) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+CONVENTIONAL = {"pad": ("[PAD]", "<pad>"), "unk": ("[UNK]", "<unk>"), "bos": ("<s>", "[BOS]"),
+                "eos": ("</s>", "[EOS]"), "mask": ("[MASK]", "<mask>"), "sep": ("[SEP]",),
+                "cls": ("[CLS]",)}
+"""role -> the usual spellings, recognised among a file's special tokens when nothing names them."""
+
+
+def specials_of(backend: HFTokenizer, spec: dict, *configs: dict, model_config: dict) -> dict[str, str]:
+    """role -> token string, for the roles the files name (and the vocabulary holds); ``configs``:
+    tokenizer_config.json, special_tokens_map.json (first wins)."""
+    marked = {t.content for t in backend.get_added_tokens_decoder().values() if t.special}
+    out = {}
+    for role in ROLES:
+        found = [_content(c.get(f"{role}_token")) for c in configs]
+        i = model_config.get(f"{role}_token_id")
+        found.append(backend.id_to_token(i) if isinstance(i, int) and not isinstance(i, bool) else None)
+        if role == "unk":
+            found.append(_content((spec.get("model") or {}).get("unk_token")))
+        found += [t for t in CONVENTIONAL[role] if t in marked]
+        token = next((t for t in found if t is not None and backend.token_to_id(t) is not None), None)
+        if token is not None:
+            out[role] = token
+    return out
+
+
+def load_tokenizer(path: Path, tokenizer_config: dict, model_config: dict,
+                   special_tokens_map: dict | None = None) -> Tokenizer:
+    try:
+        text = path.read_text(encoding="utf-8")
+        spec = json.loads(text)
+        backend = HFTokenizer.from_str(text)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ModelFolderError(f"{path}: not a readable tokenizer.json ({e})") from None
+    except Exception as e:  # the Rust side raises plain Exception
+        raise ModelFolderError(f"{path}: the tokenizers library cannot read it ({e})") from None
+    specials = specials_of(backend, spec, tokenizer_config, special_tokens_map or {}, model_config=model_config)
+    return Tokenizer(backend, kind_of(spec), specials=specials)
