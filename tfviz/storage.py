@@ -133,7 +133,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     ``tfviz.classroom.disk``)."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode(path.parent)), "wb") as f:
+        mode = file_mode(path.parent)
+        with open(tmp, "wb", opener=lambda name, flags: os.open(name, flags, mode)) as f:
             _write_all(f, data)
             f.flush()
             os.fsync(f.fileno())

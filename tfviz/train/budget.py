@@ -20,7 +20,7 @@ from .. import device as devices
 from .. import limits
 from ..analysis.cost import training_bytes
 from ..model import ModelConfig, parameter_count
-from .snapshot import SAVED_BYTES
+from .snapshot import MAX_SAVED, SAVED_BYTES
 from .config import TrainConfig
 
 GB = 2**30
@@ -55,8 +55,11 @@ def estimate(model_config: ModelConfig, train_config: TrainConfig, positions: in
                  src_pos=pos if c.arch == "encoder-decoder" else 0, cross=c.arch == "encoder-decoder")
     parts = training_bytes(n_params, batch=train_config.batch_size, **shape)
     one = training_bytes(n_params, batch=1, **shape)["activations"]
-    # weights + AdamW's two moments (a resumable checkpoint) + snapshots + metadata
-    checkpoint = 3 * 4 * n_params + SAVED_BYTES + MB
+    # weights + AdamW's two moments (a resumable checkpoint) + attention snapshots (at most
+    # MAX_SAVED float16 [head, pos, pos] per attention, within SAVED_BYTES) + metadata
+    attentions = 3 if c.arch == "encoder-decoder" else 1
+    snapshots = min(SAVED_BYTES, MAX_SAVED * attentions * c.n_layers * c.n_heads * pos * pos * 2)
+    checkpoint = 3 * 4 * n_params + snapshots + MB
     return Estimate(parts, one, checkpoint, n_params, pos)
 
 
