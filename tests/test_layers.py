@@ -28,7 +28,7 @@ RANKS = {
     "tfviz.interop": 3,  # reserved: outside formats (Hugging Face), issue 12
     "tfviz.train": 4,    # training, and the checkpoint it writes (tfviz.train.checkpoint)
     "tfviz.publish": 5, "tfviz.zoo": 5, "tfviz.bench": 5,
-    "tfviz.classroom": 5,  # a shared server's policy: disk quota, model cache, teacher key
+    "tfviz.classroom": 6,  # a shared server's policy: quota, uploads, model cache, teacher key
     "tfviz.cli": 6, "tfviz.__main__": 7, "tfviz": 8,  # the package root exports the public API
     "ui": 9, "app_pages": 10, "app": 10,
 }

@@ -68,7 +68,9 @@ def refused(path: Path, match: str) -> CheckpointError:
     ({"name": "lm", "text": "a " * 600_000}, r"text has 1,200,000 characters; at most 1,000,000"),
     ({"name": "lm", "n_sentences": 10**7}, r"n_sentences=10000000 must be between 1 and 50000"),
     ({"name": "lm", "tokenizer": "pickle"}, r"tokenizer='pickle' is not one of"),
-    ({"name": "induction", "half": 10**6, "distinct": False}, r"half=1000000 must be between 2 and 512"),
+    ({"name": "induction", "half": 10**6, "distinct": False}, r"half=1000000 must be between 2 and 2048"),
+    ({"name": "induction", "half": 2000, "distinct": False}, r"6,000 examples of up to 4,001 tokens are "
+                                                             r"24,006,000 tokens; at most 4,000,000"),
     ({"name": "mlm", "mask_prob": float("nan")}, r"mask_prob=nan must be a number"),
     (["copy"], r"task must be a JSON object"),
 ])

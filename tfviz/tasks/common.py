@@ -22,6 +22,7 @@ SPLITS = ("train", "validation", "test")
 # checked like a config before anything is built: the largest shipped task has 9,000 examples
 # (mlm); 20,000 take ~1-3 s to build on one core; 3,000,000 took 130 s and 2.6 GB.
 MAX_EXAMPLES = 20_000      # n_train + n_val + n_test
+MAX_TOKENS = 4_000_000     # examples x their longest sequence (~16 bytes a token in memory)
 MAX_TEXT_CHARS = 1_000_000  # a text param (the lm task's corpus)
 SIZE_LIMITS = {"n_train": (1, MAX_EXAMPLES), "n_val": (1, MAX_EXAMPLES), "n_test": (1, MAX_EXAMPLES)}
 
@@ -98,6 +99,14 @@ class GeneratedTask(Task):
 
     def check_params(self, p: dict[str, Any]) -> None:
         """Rules between params (cheap: nothing is built); ValueError with the reason."""
+
+    def check_tokens(self, longest: int) -> None:
+        """For ``check_params``: the examples, ``longest`` tokens at most each, stay within
+        MAX_TOKENS together."""
+        n = sum(int(self.params.get(k) or 0) for k in SIZE_LIMITS)
+        if n * longest > MAX_TOKENS:
+            raise ValueError(f"task {self.name!r}: {n:,} examples of up to {longest:,} tokens are "
+                             f"{n * longest:,} tokens; at most {MAX_TOKENS:,}")
 
     def __getstate__(self) -> dict:  # picklable (DDP spawns): the lock stays behind
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}

@@ -115,15 +115,14 @@ class InductionTask(GeneratedTask):
                     layout="repeat", length=64, min_length=16, segment=16, min_segment=2,
                     repeats=3, min_repeats=2, segments=2,
                     n_train=5000, n_val=500, n_test=500)
-    limits = dict(n_symbols=(2, len(SYMBOLS)), half=(2, 512), min_half=(2, 512))
-    choices = dict(loss_on=("all", "second_half"))
+    limits = dict(n_symbols=(2, len(SYMBOLS)), half=(2, 2048), min_half=(2, 2048), length=(2, 4096),
+                  min_length=(2, 4096), segment=(2, 4096), min_segment=(2, 4096), repeats=(2, 4096),
+                  min_repeats=(2, 4096), segments=(1, 4096))
+    choices = dict(loss_on=("all", "repeat"), layout=LAYOUTS)
 
     def check_params(self, p):
-        if p["distinct"] and p["half"] > p["n_symbols"]:
-            raise ValueError(f"half={p['half']} must be at most n_symbols={p['n_symbols']} when "
-                             "distinct (a repeat of distinct symbols)")
-        if p["min_half"] is not None and p["min_half"] > p["half"]:
-            raise ValueError(f"need 2 <= min_half <= half, got min_half={p['min_half']}")
+        self._check()
+        self.check_tokens(1 + (2 * p["half"] if p["layout"] == "repeat" else p["length"]))
 
     def _check(self) -> None:
         p = self.params

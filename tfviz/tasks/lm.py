@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..tokenize import KINDS, train_tokenizer
 from . import grammar
 from .base import Example
-from .common import MAX_EXAMPLES, GeneratedTask, token_evaluate
+from .common import MAX_EXAMPLES, MAX_TOKENS, GeneratedTask, token_evaluate
 
 
 class LMTask(GeneratedTask):
@@ -27,6 +27,9 @@ class LMTask(GeneratedTask):
     limits = dict(vocab_size=(2, 100_000), block=(1, 4096), stride=(1, 4096), chunk=(2, 10**6),
                   val_frac=(0.0, 0.5), test_frac=(0.0, 0.5), n_sentences=(1, 50_000))
     choices = dict(tokenizer=KINDS)
+
+    def check_params(self, p):
+        self.check_tokens(p["block"] + 1)
 
     def corpus_text(self) -> str:
         p = self.params
@@ -70,8 +73,8 @@ class LMTask(GeneratedTask):
                     out.append(Example(list(window[:-1]), list(window[1:]),
                                        text=tok.decode(window[:-1]),
                                        meta={"chunk": c, "start": c * size + s}))
-                    if caps[split] is None and len(out) > MAX_EXAMPLES:
-                        raise ValueError(f"the text gives more than {MAX_EXAMPLES:,} {split} windows "
+                    if caps[split] is None and len(out) > min(MAX_EXAMPLES, MAX_TOKENS // block):
+                        raise ValueError(f"the text gives more than {len(out) - 1:,} {split} windows "
                                          f"of block={block} (stride={stride}): set "
                                          f"n_{split.replace('validation', 'val')} or a larger stride")
             if caps[split] is not None:

@@ -25,6 +25,7 @@ class _SymbolSeq2Seq(GeneratedTask):
     def check_params(self, p):
         if p["min_len"] > p["max_len"]:
             raise ValueError("need 1 <= min_len <= max_len and n_symbols >= 2")
+        self.check_tokens(2 * p["max_len"] + 2)
 
     @staticmethod
     def transform(seq: list[int]) -> list[int]:
