@@ -4,10 +4,10 @@ import pandas as pd
 import streamlit as st
 
 from tfviz.analysis.embeddings import (SHOW_CHARS, clean_text, clip_spans, default_corpus,
-                                       embedding_matrix, one_hot, tokenize_all, train_tokenizers,
-                                       unique_ids)
+                                       embedding_matrix, one_hot, token_neighbours, tokenize_all,
+                                       train_tokenizers, unique_ids)
 from tfviz.tokenize import BPE_MIN_VOCAB
-from tfviz.viz import nearest_neighbours_frame, similarity_heatmap, token_spans_html
+from tfviz.viz import similarity_heatmap, token_spans_html
 from ui.figures import show
 from ui.models import current_model
 
@@ -27,11 +27,6 @@ def _corpus() -> str:
 @st.cache_resource(max_entries=8, show_spinner="Training the tokenizers…")
 def _tokenizers(corpus: str, bpe_vocab: int) -> dict:
     return train_tokenizers([corpus], bpe_vocab)  # once per corpus: each text is only encoded
-
-
-@st.cache_data(max_entries=8, show_spinner="Finding neighbours…")
-def _neighbours(path: str, mtime: int, _vectors, labels: tuple, k: int) -> pd.DataFrame:
-    return nearest_neighbours_frame(_vectors, list(labels), k)
 
 
 st.title("Tokens & embeddings")
@@ -98,7 +93,6 @@ if st.session_state.get("_tok_pick_for") != source_of_pick or "tok_pick" not in 
     st.session_state["tok_nn_token"] = (default or [0])[0]
 ids = st.multiselect("Tokens to compare", list(range(vocab)), key="tok_pick",
                      format_func=lambda i: f"{labels[i]!r} (id {i})")
-E = embedding_matrix(loaded.model, vocab)
 if len(ids) < 2:
     st.warning("Pick at least two tokens to compare.")
 else:
@@ -109,10 +103,10 @@ else:
              key="tok_onehot_sim")
         st.caption("One-hot: every token is its own axis, so all pairs are orthogonal (identity).")
     with right:
-        show(similarity_heatmap(E[ids], names, title="Learned embed.weight: cosine"),
-             key="tok_learned_sim")
+        show(similarity_heatmap(embedding_matrix(loaded.model, vocab, rows=ids), names,
+                                title="Learned embed.weight: cosine"), key="tok_learned_sim")
         st.caption(f"Rows of {loaded.ref.label}'s trained `embed.weight` "
-                   f"({E.shape[1]} dimensions).")
+                   f"({loaded.config.d_model} dimensions).")
 
 st.subheader("Nearest neighbours in the trained embedding")
 c1, c2 = st.columns([2, 1])
@@ -120,7 +114,7 @@ st.session_state.setdefault("tok_nn_token", (default or [0])[0])
 anchor = c1.selectbox("Token", list(range(vocab)), key="tok_nn_token",
                       format_func=lambda i: f"{labels[i]!r} (id {i})")
 k = c2.slider("Neighbours", 1, 10, 5, key="tok_nn_k")
-kk = min(10, vocab - 1)
-mtime = loaded.ckpt.path.stat().st_mtime_ns if loaded.ckpt.path.exists() else 0
-frame = _neighbours(loaded.ref.path, mtime, E, tuple(labels), kk)
-st.dataframe(frame.iloc[anchor * kk:anchor * kk + min(k, kk)], key="tok_nn", hide_index=True)
+near, cosine = token_neighbours(loaded.model, [anchor], k, vocab)  # this token's row only
+st.dataframe(pd.DataFrame({"token": labels[anchor], "rank": range(1, near.shape[1] + 1),
+                           "neighbour": [labels[j] for j in near[0]], "cosine": cosine[0]}),
+             key="tok_nn", hide_index=True)

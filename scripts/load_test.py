@@ -3,6 +3,7 @@
     .venv/bin/python scripts/load_test.py --sessions 20 --duration 60
     .venv/bin/python scripts/load_test.py --sweep 5,10,20,30 --duration 45 --json artifacts/load.json
     .venv/bin/python scripts/load_test.py --url http://127.0.0.1:8501 --sessions 3 --duration 10
+    .venv/bin/python scripts/load_test.py --scenario pages --client ws --sessions 20 --duration 120
 
 Each session is its own browser context (its own Streamlit session, like a student's tab) in one
 Chromium: it opens "/", goes to the Attention explorer, picks the coref model (the shipped
@@ -17,6 +18,12 @@ run finished), for --duration seconds after its first render. One unmeasured vis
 (the server's very first visitor pays for importing torch and loading the model: reported apart). Errors: Streamlit exception boxes, browser console errors, page errors, anything
 that did not render within the timeout. Reported: p50 / p95 per N, the errors, the machine load.
 With --sweep, the knee: the smallest N whose p95 passes --target seconds (default 5).
+
+``--scenario pages`` (with ``--client ws``): each student opens Home, then switches among all the
+app's pages (``ui.navigation.PAGES``: a random other page after each think time) for --duration
+seconds, with the default model of the picker; every page visit is a render (the request until
+the script run has finished), reported overall and per page. Errors there: exception boxes,
+``st.error`` boxes, and pages that did not answer within the timeout.
 
 Note: the browsers run on the same machine as the server here, so the figures are pessimistic
 for a classroom where every student's browser renders on their own computer.
@@ -139,11 +146,14 @@ class Result:
     load_before: tuple = ()
     load_after: tuple = ()
     train_steps: int | None = None
+    pages: dict[str, list[float]] = field(default_factory=dict)  # page -> render seconds (scenario pages)
 
     def summary(self) -> dict:
         renders = self.first + self.switch
         r = lambda x: round(x, 2)  # noqa: E731
-        return {"sessions": self.sessions, "duration_s": self.duration_s,
+        per_page = {p: {"n": len(v), "p50_s": r(pct(v, 50)), "p95_s": r(pct(v, 95)), "max_s": r(max(v))}
+                    for p, v in sorted(self.pages.items()) if v}
+        return {"per_page": per_page, "sessions": self.sessions, "duration_s": self.duration_s,
                 "cold_first_render_s": None if self.cold_first_s is None else r(self.cold_first_s),
                 "first_render_n": len(self.first), "first_render_p50_s": r(pct(self.first, 50)),
                 "first_render_p95_s": r(pct(self.first, 95)),
@@ -334,6 +344,63 @@ async def ws_student(url: str, i: int, duration: float, model: str, think: float
         res.errors.append(f"{tag}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
 
 
+def page_names() -> list[str]:
+    """The app's pages by URL name (``ui.navigation.PAGES``; the first, Home, is "")."""
+    sys.path.insert(0, str(REPO))
+    from ui.navigation import PAGES
+
+    return [""] + [Path(p.file).stem for p in PAGES[1:]]
+
+
+def _errors_shown(elements) -> list[str]:
+    from streamlit.proto.Alert_pb2 import Alert
+
+    return [f"st.error: {e.alert.body[:200]}" for e in elements
+            if e.WhichOneof("type") == "alert" and e.alert.format == Alert.ERROR]
+
+
+async def ws_page_student(url: str, i: int, duration: float, think: float, timeout_s: float,
+                          res: Result, rng: random.Random, measure: bool = True) -> None:
+    """One student switching among every page (scenario "pages"), over the websocket."""
+    import websockets
+
+    tag, pages = f"session {i}", page_names()
+    try:
+        async with websockets.connect(url.replace("http", "ws", 1) + "/_stcore/stream",
+                                      subprotocols=["streamlit"], max_size=None) as ws:
+            s = _WsSession(ws)
+            current = ""
+            took, elements = await s.run(current, [], timeout_s)
+            if not measure:
+                for page in pages[1:]:  # the warm-up visit goes everywhere once
+                    more, elements = await s.run(page, [], timeout_s)
+                    took += more
+                    res.errors += [f"{tag}: {page}: {p}" for p in s.problems(elements) + _errors_shown(elements)]
+                res.cold_first_s = took
+                return
+            res.first.append(took)
+            res.pages.setdefault("home", []).append(took)
+            deadline = time.perf_counter() + duration
+            while time.perf_counter() < deadline:
+                await asyncio.sleep(think * rng.uniform(0.5, 1.5))
+                if time.perf_counter() >= deadline:
+                    break
+                page = rng.choice([p for p in pages if p != current])
+                try:
+                    took, elements = await s.run(page, [], timeout_s)
+                except asyncio.TimeoutError:
+                    res.errors.append(f"{tag}: {page or 'home'}: no answer within {timeout_s} s")
+                    continue
+                problems = s.problems(elements) + _errors_shown(elements)
+                res.errors += [f"{tag}: {page or 'home'}: {p}" for p in problems]
+                if not problems:
+                    res.switch.append(took)
+                    res.pages.setdefault(page or "home", []).append(took)
+                current = page
+    except Exception as e:  # noqa: BLE001
+        res.errors.append(f"{tag}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+
+
 async def trainer(browser, url: str, started: asyncio.Event, stop: asyncio.Event, timeout_s: float,
                   res: Result) -> None:
     """One more session runs a long training job while the students work; stopped at the end."""
@@ -375,15 +442,20 @@ async def trainer(browser, url: str, started: asyncio.Event, stop: asyncio.Event
 
 async def run_load(url: str, sessions: int, duration: float, model: str, think: float = 1.0,
                    train: bool = True, ramp_s: float = 0.5, timeout_s: float = 60.0,
-                   seed: int = 0, client: str = "browser") -> Result:
+                   seed: int = 0, client: str = "browser", scenario: str = "heads") -> Result:
     """``client``: "browser" (a Chromium context per session) or "ws" (the session's websocket
-    only: the server's side of every render, without drawing it)."""
+    only: the server's side of every render, without drawing it). ``scenario``: "heads" (head
+    switches in the Attention explorer) or "pages" (switching among every page; ws only)."""
+    if scenario == "pages" and client != "ws":
+        raise ValueError("the pages scenario drives sessions over their websocket (--client ws)")
     from playwright.async_api import async_playwright
 
     res = Result(sessions, duration)
     rng = random.Random(seed)
 
     def one(i, dur, r, measure=True):
+        if scenario == "pages":
+            return ws_page_student(url, i, dur, think, timeout_s, res, r, measure)
         if client == "ws":
             return ws_student(url, i, dur, model, think, timeout_s, res, r, measure)
         return student(browser, url, i, dur, model, think, timeout_s, res, r, measure)
@@ -424,6 +496,9 @@ def _print(s: dict, target: float) -> None:
           f"load {s['loadavg_before'][0] if s['loadavg_before'] else '?'} -> "
           f"{s['loadavg_after'][0] if s['loadavg_after'] else '?'}; training steps "
           f"{s['training_steps_during_run']}", flush=True)
+    for page, v in s.get("per_page", {}).items():
+        print(f"      {page:>12}: p50 {v['p50_s']:.2f} s / p95 {v['p95_s']:.2f} s / max {v['max_s']:.2f} s "
+              f"(n={v['n']})")
     for e in s["error_samples"]:
         print(f"      {e}")
 
@@ -440,11 +515,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--client", choices=("browser", "ws"), default="browser",
                     help="browser: a Chromium context per session (renders every chart here too); "
                          "ws: the session's websocket only (the server's share of each render)")
+    ap.add_argument("--scenario", choices=("heads", "pages"), default="heads",
+                    help="heads: switch heads in the Attention explorer; pages: switch among every "
+                         "page (needs --client ws)")
     ap.add_argument("--no-train", action="store_true", help="no training job during the run")
     ap.add_argument("--target", type=float, default=5.0, help="p95 render target in seconds (knee)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds before a render is an error")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
+    if args.scenario == "pages" and args.client != "ws":
+        ap.error("--scenario pages drives sessions over their websocket: add --client ws")
     if not os.access(CHROMIUM, os.X_OK):
         print(f"error: no Chromium at {CHROMIUM} (apt-get install -y chromium, or set TFVIZ_CHROMIUM)",
               file=sys.stderr)
@@ -462,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for n in counts:
             res = asyncio.run(run_load(url, n, args.duration, model, args.think, not args.no_train,
-                                       ramp_s=args.ramp, timeout_s=args.timeout, client=args.client))
+                                       ramp_s=args.ramp, timeout_s=args.timeout, client=args.client,
+                                       scenario=args.scenario))
             s = res.summary()
             if server is not None and not server.alive():
                 s["errors"] += 1
@@ -474,7 +555,8 @@ def main(argv: list[str] | None = None) -> int:
             server.__exit__()
     knee = next((s["sessions"] for s in results if s["render_p95_s"] > args.target), None)
     knee_switch = next((s["sessions"] for s in results if s["switch_p95_s"] > args.target), None)
-    out = {"url": url, "model": model, "client": args.client, "cores": os.cpu_count(),
+    out = {"url": url, "model": model, "client": args.client, "scenario": args.scenario,
+           "cores": os.cpu_count(),
            "target_p95_s": args.target, "ramp_s": args.ramp,
            "think_s": args.think, "training": not args.no_train, "results": results,
            "knee_sessions": knee, "knee_switch_sessions": knee_switch}

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RANKS = {
     # foundations: each knows nothing of the others
     "tfviz.version": 0, "tfviz.paths": 0, "tfviz.device": 0, "tfviz.tokenize": 0,
+    "tfviz.limits": 0,   # what one session may make the server do (environment variables)
     "tfviz.storage": 0,  # the file format: tensors + JSON, nothing about models, training or tasks
     "tfviz.viz": 0,      # figures: arrays in, plotly out (no torch, no model)
     "tfviz.model": 1,    # the network, its config and registries
@@ -28,6 +29,7 @@ RANKS = {
     "tfviz.publish": 5, "tfviz.zoo": 5,
     "tfviz.interop": 5,  # outside formats: Hugging Face folders -> Checkpoint, GPT-2 out
     "tfviz.bench": 6,    # measures everything, interop included (python -m tfviz.bench hf)
+    "tfviz.classroom": 6,  # a shared server's policy: quota, uploads, model cache, teacher key
     "tfviz.cli": 6, "tfviz.__main__": 7, "tfviz": 8,  # the package root exports the public API
     "ui": 9, "app_pages": 10, "app": 10,
 }

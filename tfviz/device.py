@@ -77,6 +77,42 @@ def describe_device() -> str:
     return f"CPU ({cpu_count()} cores)"
 
 
+def _meminfo_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _cgroup_available() -> int | None:
+    """What this process's memory cgroup (a container's limit) still allows, if it has a limit."""
+    try:
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        used = int(open("/sys/fs/cgroup/memory.current").read())
+    except (OSError, ValueError):
+        return None
+    return None if limit == "max" else max(0, int(limit) - used)
+
+
+def free_memory(device: torch.device | str = "cpu") -> int | None:
+    """Bytes that can still be allocated on ``device`` now: the GPU's free memory, or the machine's
+    available RAM (within a container's limit); None when it cannot be told (MPS)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    known = [m for m in (_meminfo_available(), _cgroup_available()) if m is not None]
+    return min(known) if known else None
+
+
 def use_bf16(setting: bool | None, device: torch.device) -> bool:
     """bfloat16 autocast only on CUDA; automatic (None) = on when the GPU supports bf16."""
     if device.type != "cuda":

@@ -12,6 +12,7 @@ absolute (never relative to the working directory).
                                                                         open (tfviz.interop; git-ignored)
     hf_cache_dir()     $HF_HUB_CACHE, else $HF_HOME/hub, else           the local Hugging Face cache
                        ~/.cache/huggingface/hub                         (read only, never downloaded to)
+    session_dir(sid)   <checkpoint_dir>/user/<sid>                      one session's trained/, uploaded/
 
 In a normal run checkpoint_dir() and zoo_dir() are the same folder; the tests point the app at a
 folder of tiny models (TFVIZ_CHECKPOINT_DIR) while the Findings page keeps reading the real zoo.
@@ -19,6 +20,7 @@ folder of tiny models (TFVIZ_CHECKPOINT_DIR) while the Findings page keeps readi
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,3 +63,24 @@ def hf_cache_dir() -> Path:
     if os.environ.get("HF_HOME"):
         return _from_env("HF_HOME", Path()) / "hub"
     return Path("~/.cache/huggingface/hub").expanduser()
+
+
+SESSION_ID = re.compile(r"[0-9a-f]{12}")  # a browser session's id (12 hex digits: a folder name)
+
+
+def session_dir(sid: str) -> Path:
+    """One session's folder (``trained/`` and ``uploaded/`` below it); ValueError for an id that is
+    not 12 hex digits (it becomes a folder name)."""
+    if not isinstance(sid, str) or not SESSION_ID.fullmatch(sid):
+        raise ValueError("a session id is 12 hexadecimal digits")
+    return sessions_dir() / sid
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.~])/(?:[^\s/:'\"()\[\]]+/)+([^\s/:'\"()\[\]]+)")
+
+
+def scrub(text: str) -> str:
+    """``text`` for a user's eyes: every absolute path becomes its last part
+    (``/srv/tfviz/checkpoints/user/3fa9c2e1b7d0/trained/big.safetensors`` -> ``big.safetensors``),
+    so no message shows how the server's folders are laid out."""
+    return _ABSOLUTE.sub(r"\1", str(text))

@@ -18,7 +18,8 @@ import uuid
 from pathlib import Path
 
 from .paths import published_dir
-from .storage import DEFAULT_MAX_BYTES, SUFFIX, CheckpointError, atomic_write
+from .limits import checkpoint_bytes
+from .storage import SUFFIX, CheckpointError, atomic_write, fail
 from .train.checkpoint import load_checkpoint
 
 __all__ = ["publish", "unpublish", "published", "safe_stem"]
@@ -48,7 +49,7 @@ def _unique(folder: Path, stem: str, data: bytes) -> tuple[Path, bool]:
 
 
 def publish(src: str | os.PathLike, dest_dir: str | os.PathLike | None = None, *, name: str | None = None,
-            replace: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> Path:
+            replace: bool = False, max_bytes: int | None = None) -> Path:
     """Validate ``src`` and copy it atomically into ``dest_dir``; returns the published path.
 
     The name is ``name`` (or ``src``'s stem), made safe; an existing different file of that name
@@ -56,12 +57,13 @@ def publish(src: str | os.PathLike, dest_dir: str | os.PathLike | None = None, *
     returns the existing path. Raises ``CheckpointError`` (a ``ValueError``) with the reason when
     ``src`` is not a valid tfviz checkpoint; nothing is written then."""
     src = Path(src)
+    max_bytes = checkpoint_bytes() if max_bytes is None else max_bytes
     folder = Path(dest_dir) if dest_dir is not None else published_dir()
     if not src.is_file():
-        raise CheckpointError(f"{src}: no such checkpoint file")
+        raise fail(src, "no such checkpoint file")
     size = src.stat().st_size
     if size > max_bytes:
-        raise CheckpointError(f"{src}: {size / 2**20:.1f} MB is over the {max_bytes / 2**20:.0f} MB limit")
+        raise fail(src, f"{size / 2**20:.1f} MB is over the {max_bytes / 2**20:.0f} MB limit")
     data = src.read_bytes()  # validate these bytes, not the file (it may change meanwhile)
     folder.mkdir(parents=True, exist_ok=True)
     probe = folder / f".publish-{uuid.uuid4().hex}{SUFFIX}.tmp"  # hidden: never listed
@@ -69,7 +71,8 @@ def publish(src: str | os.PathLike, dest_dir: str | os.PathLike | None = None, *
         probe.write_bytes(data)
         load_checkpoint(probe, max_bytes=max_bytes)
     except CheckpointError as e:  # name the source, not the probe
-        raise CheckpointError(str(e).replace(str(probe), str(src))) from None
+        raise (fail(src, e.reason) if e.reason is not None
+               else CheckpointError(str(e).replace(str(probe), str(src)), path=src)) from None
     finally:
         probe.unlink(missing_ok=True)
     stem = safe_stem(name or src.name)

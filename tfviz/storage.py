@@ -24,8 +24,13 @@ from safetensors.torch import load as _st_load
 from safetensors.torch import save as _st_save
 
 SUFFIX = ".safetensors"
-DEFAULT_MAX_BYTES = 200 * 2**20
 MAX_HEADER_BYTES = 64 * 2**20
+# The header JSON itself: a root object of tensor entries ({dtype, shape: [...], data_offsets: [...]})
+# and __metadata__ (strings). Its brackets are bounded before it is parsed (json.loads turns each
+# two-byte "{}" into a ~100-byte object: a 45 MB header of them took 1.4 GB), and so is its depth.
+MAX_TENSORS = 100_000          # a 256-layer encoder-decoder with optimizer state and snapshots: ~60k
+MAX_METADATA_BRACKETS = 300_000  # brackets inside metadata strings (a big BPE tokenizer's merges)
+MAX_JSON_DEPTH = 32            # any JSON a checkpoint holds (the header itself: 3)
 NOT_SAFETENSORS = "not a safetensors file (is it a pickle/torch.save file? those are never loaded)"
 # safetensors dtype -> (torch dtype, bytes per element)
 DTYPES = {"F64": (torch.float64, 8), "F32": (torch.float32, 4), "F16": (torch.float16, 2),
@@ -37,11 +42,66 @@ Header = dict[str, dict]  # tensor name -> {"dtype", "shape", "data_offsets"}
 
 
 class CheckpointError(ValueError):
-    """A file that is not a valid tfviz checkpoint; the message says what is wrong."""
+    """A file that is not a valid tfviz checkpoint; the message says what is wrong.
+
+    ``str(e)`` is "<path>: <reason>"; ``e.reason`` is the reason alone and ``e.for_user(name)``
+    says it about ``name`` (what a user called the file), never a server path."""
+
+    def __init__(self, message: str, *, path=None, reason: str | None = None):
+        super().__init__(message)
+        self.path, self.reason = path, reason
+
+    def for_user(self, name: str) -> str:
+        if self.reason is not None:
+            return f"{name}: {self.reason}"
+        text = str(self)
+        return text.replace(str(self.path), name) if self.path is not None else text
 
 
 def fail(path, msg: str) -> CheckpointError:
-    return CheckpointError(f"{path}: {msg}")
+    return CheckpointError(f"{path}: {msg}", path=path, reason=msg)
+
+
+# ---------------------------------------------------------------------------------- JSON, bounded
+def json_depth(value) -> int:
+    """How deeply ``value`` (parsed JSON) nests: 0 for a scalar, 1 for [] or {}, ... (no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((x, depth + 1) for x in item if isinstance(x, (dict, list)))
+    return deepest
+
+
+def loads(text: str | bytes, path, what: str, *, max_bytes: int, max_containers: int,
+          max_depth: int = MAX_JSON_DEPTH, invalid: str | None = None):
+    """``json.loads`` with its cost bounded first: at most ``max_bytes`` of text and
+    ``max_containers`` brackets (counted in C before parsing; brackets inside strings count too,
+    so this is an upper bound) — and at most ``max_depth`` levels (a RecursionError is never
+    raised). CheckpointError naming ``what`` otherwise (``invalid``: the reason for text that is
+    not JSON at all)."""
+    if len(text) > max_bytes:
+        raise fail(path, f"{what} is {len(text):,} bytes; a checkpoint like this one needs at most "
+                         f"{max_bytes:,}")
+    brackets = text.count("{" if isinstance(text, str) else b"{") + \
+        text.count("[" if isinstance(text, str) else b"[")
+    if brackets > max_containers:
+        raise fail(path, f"{what} has {brackets:,} JSON objects/arrays; a checkpoint like this one "
+                         f"needs at most {max_containers:,}")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        value = None
+    except (UnicodeDecodeError, ValueError):
+        raise fail(path, invalid or f"{what} is not valid JSON") from None
+    else:
+        if json_depth(value) <= max_depth:
+            return value
+    raise fail(path, f"{what} nests deeper than {max_depth} levels")
 
 
 def checkpoint_path(path: str | os.PathLike) -> Path:
@@ -57,11 +117,24 @@ def _write_all(f, data: bytes, chunk: int = 1 << 20) -> None:
         f.write(view[start:start + chunk])
 
 
+def file_mode(folder: Path) -> int:
+    """A new file is as private as its folder: 0600 in a folder only its owner may enter (a
+    student's session folder, 0700), else the usual 0666 less the umask."""
+    try:
+        private = not os.stat(folder).st_mode & 0o077
+    except OSError:
+        private = False
+    return 0o600 if private else 0o666
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new one."""
+    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new one (a
+    killed process may leave the hidden ``.NAME.XXXXXXXX.tmp``: never listed, swept by
+    ``tfviz.classroom.disk``)."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        mode = file_mode(path.parent)
+        with open(tmp, "wb", opener=lambda name, flags: os.open(name, flags, mode)) as f:
             _write_all(f, data)
             f.flush()
             os.fsync(f.fileno())
@@ -101,22 +174,28 @@ def parse_header(head: bytes, size: int, path="checkpoint") -> tuple[Header, dic
         raise fail(path, NOT_SAFETENSORS)
     if 8 + n > size:
         raise fail(path, f"truncated: the header says it is {n} bytes but the file ends after {size - 8}")
-    try:
-        header = json.loads(head[8:8 + n])
-    except (UnicodeDecodeError, ValueError):
+    try:  # one copy: the text (a slice of the bytes first would be a second)
+        text = str(memoryview(head)[8:8 + n], "utf-8")
+    except UnicodeDecodeError:
         raise fail(path, NOT_SAFETENSORS) from None
+    header = loads(text, path, "the header", max_bytes=MAX_HEADER_BYTES,
+                   max_containers=3 * MAX_TENSORS + 2 + MAX_METADATA_BRACKETS, max_depth=3,
+                   invalid=NOT_SAFETENSORS)
     if not isinstance(header, dict):
         raise fail(path, NOT_SAFETENSORS)
     meta = header.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise fail(path, "__metadata__ must map strings to strings")
+    if len(header) > MAX_TENSORS:
+        raise fail(path, f"{len(header):,} tensors; a checkpoint holds at most {MAX_TENSORS:,}")
     spans, available = [], size - 8 - n
     for name, info in header.items():
         if not (isinstance(info, dict) and info.get("dtype") in DTYPES and isinstance(info.get("shape"), list)
                 and all(isinstance(d, int) and d >= 0 for d in info["shape"])
                 and isinstance(info.get("data_offsets"), list) and len(info["data_offsets"]) == 2
                 and all(isinstance(o, int) for o in info["data_offsets"])):
-            raise fail(path, f"tensor {name!r} has a malformed header entry {str(info)[:200]}")
+            shown = {k: info[k] for k in list(info)[:4]} if isinstance(info, dict) else type(info).__name__
+            raise fail(path, f"tensor {name[:100]!r} has a malformed header entry {str(shown)[:200]}")
         begin, end = info["data_offsets"]
         need = math.prod(info["shape"]) * DTYPES[info["dtype"]][1]
         if not 0 <= begin <= end or end - begin != need:

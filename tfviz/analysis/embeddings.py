@@ -10,6 +10,7 @@ import numpy as np
 
 from ..tasks import make_task
 from ..tokenize import KINDS, train_tokenizer
+from ..viz.data import nearest_by_cosine
 
 MAX_CHARS = 20_000
 SHOW_CHARS = 3_000  # coloured spans are drawn for this much text (HTML grows ~100 bytes a token)
@@ -68,11 +69,23 @@ def default_corpus(n_sentences: int = CORPUS_SENTENCES, seed: int = 0) -> str:
     return make_task("lm", n_sentences=n_sentences, seed=seed).corpus_text()
 
 
-def embedding_matrix(model, n_rows: int | None = None) -> np.ndarray:
+def embedding_matrix(model, n_rows: int | None = None, rows=None) -> np.ndarray:
     """The model's learned token embeddings ``embed.weight`` [vocab, d_model] as float64 (a copy);
-    ``n_rows`` keeps the first rows (the tokenizer's vocabulary may be smaller than the model's)."""
-    w = model.embed.weight.detach().to("cpu").double().numpy()
-    return w[:n_rows].copy() if n_rows is not None else w.copy()
+    ``n_rows`` keeps the first rows (the tokenizer's vocabulary may be smaller than the model's);
+    ``rows`` (token ids) copies just those rows (a 50,000-token vocabulary is 300 MB as float64)."""
+    w = model.embed.weight.detach()[:n_rows]
+    if rows is not None:
+        w = w[list(rows)]
+    return w.to("cpu").double().numpy().copy()
+
+
+def token_neighbours(model, token_ids, k: int, n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``token_ids``: the ``k`` tokens whose learned embeddings (``embed.weight``, the
+    first ``n_rows``) are most cosine-similar -> (ids [len, k'], cosines [len, k']), best first.
+    Computed for these rows only, in blocks: memory O(vocab · len(token_ids)), no vocab x vocab
+    matrix and no copy of the embedding (``tfviz.viz.data.nearest_by_cosine``)."""
+    w = model.embed.weight.detach()[:n_rows].to("cpu")
+    return nearest_by_cosine(w.numpy(), token_ids, k)
 
 
 def one_hot(ids, vocab_size: int) -> np.ndarray:
@@ -97,5 +110,5 @@ def unique_ids(ids, limit: int = 24, skip=()) -> list[int]:
     return out
 
 
-__all__ = ["CORPUS_SENTENCES", "MAX_CHARS", "SHOW_CHARS", "clean_text", "clip_spans", "default_corpus", "embedding_matrix",
+__all__ = ["CORPUS_SENTENCES", "MAX_CHARS", "SHOW_CHARS", "clean_text", "clip_spans", "default_corpus", "embedding_matrix", "token_neighbours",
            "one_hot", "tokenize_all", "train_tokenizers", "unique_ids"]

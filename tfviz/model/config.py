@@ -9,6 +9,7 @@ config itself (``Positional.check_config``, e.g. RoPE's even d_head).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -182,8 +183,9 @@ class ModelConfig(VersionedConfig):
                 raise ValueError(f"{name}={value!r} must be a number in [0, 1)")
         for name in ("layer_norm_eps", "rope_base"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name}={value!r} must be a positive number")
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
+                    or not math.isfinite(value)):
+                raise ValueError(f"{name}={value!r} must be a positive, finite number")
         for name in ("attn_only", "bias", "tie_embeddings", "embed_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")

@@ -10,6 +10,7 @@ Recorded names are public: a single-stack model's hook points are ``blocks.{l}.â
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 from torch import nn
@@ -118,6 +119,8 @@ class Transformer(nn.Module):
     def _init_weights(self) -> None:
         # GPT-2 style: N(0, 0.02), zero biases, residual projections scaled by 1/sqrt(2 * layers).
         for name, p in self.named_parameters():
+            if p.is_meta:  # a shell for shapes only (checkpoint checks): values do not exist
+                continue
             if p.dim() >= 2:
                 std = 0.02
                 if name.endswith(("W_o.weight", "W_out.weight")):
@@ -322,3 +325,31 @@ class Transformer(nn.Module):
             return out
         finally:
             self.train(was_training)
+
+
+_LAYER_1 = re.compile(r"(^|\.)blocks\.1\.")
+
+
+def tensor_shapes(config: ModelConfig, parameters_only: bool = False) -> dict[str, tuple[torch.dtype, tuple]]:
+    """Every ``state_dict`` name (or, with ``parameters_only``, every parameter's) of a model of
+    ``config`` -> (dtype, shape), without building it: a shell on the meta device with at most
+    two layers, whose layer 1 stands for layers 1..n-1 (layer 0 may own shared tables). A
+    256-layer config costs what a 2-layer one does. A tied ``unembed.weight`` is listed as a
+    parameter once (as ``embed.weight``) but kept in the state dict."""
+    with torch.device("meta"):
+        shell = Transformer(config.replace(n_layers=min(config.n_layers, 2)))
+    named = shell.named_parameters() if parameters_only else shell.state_dict().items()
+    out: dict[str, tuple[torch.dtype, tuple]] = {}
+    for name, t in named:
+        spec = (t.dtype, tuple(t.shape))
+        if _LAYER_1.search(name):
+            out.update({_LAYER_1.sub(lambda m: f"{m.group(1)}blocks.{layer}.", name, count=1): spec
+                        for layer in range(1, config.n_layers)})
+        else:
+            out[name] = spec
+    return out
+
+
+def parameter_count(config: ModelConfig) -> int:
+    """How many parameters a model of ``config`` has (tied weights counted once), without building it."""
+    return sum(math.prod(shape) for _, shape in tensor_shapes(config, parameters_only=True).values())

@@ -6,8 +6,9 @@
 """
 from __future__ import annotations
 
-import functools
 import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from .base import IGNORE, Batch, Example, Task, collate
@@ -23,26 +24,46 @@ TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (
 
 
 def make_task(spec: dict[str, Any] | str, **overrides: Any) -> Task:
-    """Build a task from a name or a ``Task.spec()`` dict; ``overrides`` replace params (or seed)."""
+    """Build a task from a name or a ``Task.spec()`` dict; ``overrides`` replace params (or seed).
+    Construction checks every param (names, types, bounds: ``GeneratedTask``) and builds nothing:
+    the examples are generated on first use."""
+    if not isinstance(spec, (str, dict)):
+        raise ValueError(f"a task spec must be a name or a JSON object, not {type(spec).__name__}")
     params = {"name": spec} if isinstance(spec, str) else dict(spec)
     params.update(overrides)
     name = params.pop("name", None)
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}")
+    if not isinstance(name, str) or name not in TASKS:
+        raise ValueError(f"unknown task {str(name)[:60]!r}; known tasks: {sorted(TASKS)}")
     return TASKS[name](**params)
 
 
+def check_spec(spec: Any) -> dict[str, Any]:
+    """A task spec read from a file, checked like a config (``make_task`` builds nothing) ->
+    the full spec; ValueError with the reason."""
+    return make_task(spec).spec()
+
+
+_CACHE: OrderedDict[str, Task] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+CACHED_TASKS = 16
+
+
 def cached_task(spec: dict[str, Any] | str) -> Task:
-    """One shared task per spec in this process (built once: the lm corpus takes seconds). Tasks
-    are read-only once built, so every caller (the app's sessions, jobs, the zoo) may share it."""
-    return _cached(json.dumps({"name": spec} if isinstance(spec, str) else spec, sort_keys=True))
+    """One shared task per spec in this process (built once, on first use: the lm corpus takes
+    seconds). Tasks are read-only once built, so every caller (the app's sessions, jobs, the zoo)
+    may share it. Building holds only that task's lock: other specs never wait for it."""
+    key = json.dumps({"name": spec} if isinstance(spec, str) else spec, sort_keys=True)
+    with _CACHE_LOCK:  # constructing checks the spec and builds nothing: cheap under the lock
+        task = _CACHE.get(key)
+        if task is None:
+            task = _CACHE[key] = make_task(json.loads(key))
+            while len(_CACHE) > CACHED_TASKS:
+                _CACHE.popitem(last=False)
+        else:
+            _CACHE.move_to_end(key)
+    return task
 
 
-@functools.lru_cache(maxsize=16)
-def _cached(spec_json: str) -> Task:
-    return make_task(json.loads(spec_json))
-
-
-__all__ = ["TASKS", "cached_task", "make_task", "Task", "Example", "Batch", "collate", "IGNORE",
+__all__ = ["TASKS", "cached_task", "check_spec", "make_task", "Task", "Example", "Batch", "collate", "IGNORE",
            "LMTask", "CorefTask", "InductionTask", "CopyTask", "ReverseTask", "SortTask",
            "TranslateTask", "MLMTask"]

@@ -8,6 +8,7 @@ Sequence-to-sequence layouts (``seq2seq_example``), for source s1..sn and target
 """
 from __future__ import annotations
 
+import math
 import random
 import threading
 from typing import Any, Callable, Hashable
@@ -17,7 +18,42 @@ import torch
 from .base import IGNORE, Example, Task, collate
 
 SPLITS = ("train", "validation", "test")
-_BUILD_LOCK = threading.RLock()  # module-level (not per task) so tasks stay picklable
+# Bounds every spec meets at construction, so a checkpoint's task spec (a stranger's upload) is
+# checked like a config before anything is built: the largest shipped task has 9,000 examples
+# (mlm); 20,000 take ~1-3 s to build on one core; 3,000,000 took 130 s and 2.6 GB.
+MAX_EXAMPLES = 20_000      # n_train + n_val + n_test
+MAX_TOKENS = 4_000_000     # examples x their longest sequence (~16 bytes a token in memory)
+MAX_TEXT_CHARS = 1_000_000  # a text param (the lm task's corpus)
+SIZE_LIMITS = {"n_train": (1, MAX_EXAMPLES), "n_val": (1, MAX_EXAMPLES), "n_test": (1, MAX_EXAMPLES)}
+
+
+def _check_param(task: str, name: str, value: Any, default: Any, limits: dict, choices: dict) -> None:
+    what = f"task {task!r}: {name}={value!r}"[:200]
+    if name in choices:
+        if value not in choices[name]:
+            raise ValueError(f"{what} is not one of {', '.join(map(repr, choices[name]))}")
+        return
+    if value is None and default is None:
+        return
+    if name in limits:
+        low, high = limits[name]
+        whole = isinstance(default, int) or default is None and isinstance(low, int)
+        ok_type = isinstance(value, int) if whole else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok_type or not math.isfinite(value):
+            raise ValueError(f"{what} must be a {'whole number' if whole else 'number'}")
+        if not low <= value <= high:
+            raise ValueError(f"{what} must be between {low} and {high}")
+    elif isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"{what} must be true or false")
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise ValueError(f"{what} must be text")
+        if len(value) > MAX_TEXT_CHARS:
+            raise ValueError(f"task {task!r}: {name} has {len(value):,} characters; at most "
+                             f"{MAX_TEXT_CHARS:,}")
+    elif not (value is None or isinstance(value, (int, float, str))):
+        raise ValueError(f"{what} must be a number or text")
 
 
 class GeneratedTask(Task):
@@ -25,22 +61,59 @@ class GeneratedTask(Task):
     ``archs[0]``) and whose splits are built once, lazily.
 
     Subclasses implement ``_build() -> (tokenizer, {"train": [...], "validation": [...], "test": [...]})``.
-    Unknown params and unsupported archs are rejected at construction.
+    Every param is checked at construction, cheaply (nothing is built): unknown names, unsupported
+    archs, types (those of the defaults), numbers within ``limits`` (param -> (low, high); the
+    split sizes within ``SIZE_LIMITS`` and MAX_EXAMPLES together), values in ``choices``, and a
+    subclass's ``check_params``. Building holds this task's own lock: one spec is built once, and
+    unrelated tasks never wait for each other.
     """
 
     defaults: dict[str, Any] = {}
+    limits: dict[str, tuple[float, float]] = {}
+    choices: dict[str, tuple] = {}
 
     def __init__(self, seed: int = 0, **params: Any) -> None:
         defaults = {"arch": self.archs[0], **self.defaults}
         unknown = sorted(set(params) - set(defaults))
         if unknown:
-            raise ValueError(f"task {self.name!r} got unknown params {unknown}; "
+            shown = ", ".join(repr(u[:40]) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            raise ValueError(f"task {self.name!r} got unknown params [{shown}]; "
                              f"known: {sorted(defaults)}")
-        super().__init__(int(seed), **{**defaults, **params})
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise ValueError(f"task {self.name!r}: seed={seed!r} must be a whole number >= 0"[:200])
+        super().__init__(seed, **{**defaults, **params})
         if self.params["arch"] not in self.archs:
             raise ValueError(f"task {self.name!r} supports archs {self.archs}, "
-                             f"not {self.params['arch']!r}")
+                             f"not {self.params['arch']!r}"[:300])
+        limits = {**{k: v for k, v in SIZE_LIMITS.items() if k in defaults}, **self.limits}
+        for name, value in self.params.items():
+            if name != "arch":
+                _check_param(self.name, name, value, defaults[name], limits, self.choices)
+        total = sum(int(self.params.get(k) or 0) for k in SIZE_LIMITS)
+        if total > MAX_EXAMPLES:
+            raise ValueError(f"task {self.name!r} asks for {total:,} examples (n_train + n_val + "
+                             f"n_test); at most {MAX_EXAMPLES:,}")
+        self.check_params(self.params)
+        self._lock = threading.Lock()
         self._built: tuple[Any, dict[str, list[Example]]] | None = None
+
+    def check_params(self, p: dict[str, Any]) -> None:
+        """Rules between params (cheap: nothing is built); ValueError with the reason."""
+
+    def check_tokens(self, longest: int) -> None:
+        """For ``check_params``: the examples, ``longest`` tokens at most each, stay within
+        MAX_TOKENS together."""
+        n = sum(int(self.params.get(k) or 0) for k in SIZE_LIMITS)
+        if n * longest > MAX_TOKENS:
+            raise ValueError(f"task {self.name!r}: {n:,} examples of up to {longest:,} tokens are "
+                             f"{n * longest:,} tokens; at most {MAX_TOKENS:,}")
+
+    def __getstate__(self) -> dict:  # picklable (DDP spawns): the lock stays behind
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     @property
     def arch(self) -> str:
@@ -51,9 +124,10 @@ class GeneratedTask(Task):
         return random.Random(f"{self.name}:{self.seed}:{salt}")
 
     def _ensure(self) -> tuple[Any, dict[str, list[Example]]]:
-        with _BUILD_LOCK:  # a task may be shared across app sessions: build once
-            if self._built is None:
-                self._built = self._build()
+        if self._built is None:
+            with self._lock:  # a task may be shared across app sessions: build once
+                if self._built is None:
+                    self._built = self._build()
         return self._built
 
     def _build(self):

@@ -115,6 +115,14 @@ class InductionTask(GeneratedTask):
                     layout="repeat", length=64, min_length=16, segment=16, min_segment=2,
                     repeats=3, min_repeats=2, segments=2,
                     n_train=5000, n_val=500, n_test=500)
+    limits = dict(n_symbols=(2, len(SYMBOLS)), half=(2, 2048), min_half=(2, 2048), length=(2, 4096),
+                  min_length=(2, 4096), segment=(2, 4096), min_segment=(2, 4096), repeats=(2, 4096),
+                  min_repeats=(2, 4096), segments=(1, 4096))
+    choices = dict(loss_on=("all", "repeat"), layout=LAYOUTS)
+
+    def check_params(self, p):
+        self._check()
+        self.check_tokens(1 + (2 * p["half"] if p["layout"] == "repeat" else p["length"]))
 
     def _check(self) -> None:
         p = self.params

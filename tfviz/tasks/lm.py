@@ -11,10 +11,10 @@ With ``text=""`` the text is ``n_sentences`` sentences of ``grammar.corpus``.
 """
 from __future__ import annotations
 
-from ..tokenize import train_tokenizer
+from ..tokenize import KINDS, train_tokenizer
 from . import grammar
 from .base import Example
-from .common import GeneratedTask, token_evaluate
+from .common import MAX_EXAMPLES, MAX_TOKENS, GeneratedTask, token_evaluate
 
 
 class LMTask(GeneratedTask):
@@ -24,6 +24,12 @@ class LMTask(GeneratedTask):
     defaults = dict(text="", tokenizer="word", vocab_size=None, lowercase=False, block=32,
                     stride=None, chunk=512, val_frac=0.1, test_frac=0.1, n_sentences=20000,
                     n_train=None, n_val=None, n_test=None)
+    limits = dict(vocab_size=(2, 100_000), block=(1, 4096), stride=(1, 4096), chunk=(2, 10**6),
+                  val_frac=(0.0, 0.5), test_frac=(0.0, 0.5), n_sentences=(1, 50_000))
+    choices = dict(tokenizer=KINDS)
+
+    def check_params(self, p):
+        self.check_tokens(p["block"] + 1)
 
     def corpus_text(self) -> str:
         p = self.params
@@ -40,6 +46,9 @@ class LMTask(GeneratedTask):
         if len(ids) < 3 * (block + 1):
             raise ValueError(f"text too short: {len(ids)} tokens, need at least {3 * (block + 1)} "
                              f"for three splits of one window of block={block}")
+        if len(ids) // stride > 10 * MAX_EXAMPLES:  # windows to look at, before any cap
+            raise ValueError(f"the text has {len(ids):,} tokens: {len(ids) // stride:,} windows with "
+                             f"stride={stride}; at most {10 * MAX_EXAMPLES:,}: use a larger stride")
         size = max(block + 1, min(int(p["chunk"]), len(ids) // 10))
         chunks = [ids[i:i + size] for i in range(0, len(ids), size)]
         if len(chunks) > 1 and len(chunks[-1]) <= block:  # too short for a window: merge
@@ -64,6 +73,10 @@ class LMTask(GeneratedTask):
                     out.append(Example(list(window[:-1]), list(window[1:]),
                                        text=tok.decode(window[:-1]),
                                        meta={"chunk": c, "start": c * size + s}))
+                    if caps[split] is None and len(out) > min(MAX_EXAMPLES, MAX_TOKENS // block):
+                        raise ValueError(f"the text gives more than {len(out) - 1:,} {split} windows "
+                                         f"of block={block} (stride={stride}): set "
+                                         f"n_{split.replace('validation', 'val')} or a larger stride")
             if caps[split] is not None:
                 out = out[:int(caps[split])]
             if not out:

@@ -19,6 +19,7 @@ class MLMTask(GeneratedTask):
     archs = ("encoder",)
     metric = "share of chosen (masked/replaced/kept) tokens whose original is predicted"
     defaults = dict(mask_prob=0.15, n_train=8000, n_val=500, n_test=500)
+    limits = dict(mask_prob=(0.0, 1.0))
 
     def _build(self):
         rng = self.rng("sentences")

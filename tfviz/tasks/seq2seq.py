@@ -20,6 +20,12 @@ class _SymbolSeq2Seq(GeneratedTask):
     metric = "share of examples whose whole output (every symbol and the final [EOS]) is right"
     defaults = dict(arch="encoder-decoder", n_symbols=10, min_len=3, max_len=8,
                     n_train=5000, n_val=500, n_test=500)
+    limits = dict(n_symbols=(2, 1000), min_len=(1, 512), max_len=(1, 512))
+
+    def check_params(self, p):
+        if p["min_len"] > p["max_len"]:
+            raise ValueError("need 1 <= min_len <= max_len and n_symbols >= 2")
+        self.check_tokens(2 * p["max_len"] + 2)
 
     @staticmethod
     def transform(seq: list[int]) -> list[int]:

@@ -11,6 +11,11 @@ training snapshots add ``snapshots.<i>.<hook name>`` (``tfviz.train.snapshot``).
 
 Loading parses and checks the header *before* touching tensor data, builds the expected shapes from
 the saved ModelConfig on the meta device, and raises :class:`CheckpointError` for anything off.
+Every metadata field is bounded by what a checkpoint of its ModelConfig can need (``field_limits``:
+bytes, JSON objects/arrays, nesting depth) before it is parsed, and the task spec is checked like
+a config (``tfviz.tasks.check_spec``: known names and params, bounded sizes), so a stranger's file
+costs at most what a real one would. The history is kept compact (``compact_history``: at most
+``MAX_HISTORY`` entries, saved and loaded).
 ``read_metadata`` reads the metadata alone (the header: no tensors, no model).
 """
 from __future__ import annotations
@@ -24,10 +29,11 @@ from typing import Any
 
 import torch
 
-from .. import storage
-from ..model import ModelConfig, Transformer
+from .. import limits, storage
+from ..model import ModelConfig, Transformer, tensor_shapes
 from ..storage import ST_NAME, CheckpointError, checkpoint_path, fail
-from ..tasks import cached_task, make_task
+from ..tasks import cached_task, check_spec, make_task
+from ..tasks.common import MAX_TEXT_CHARS
 from ..tokenize import Tokenizer
 from ..version import __version__
 from . import snapshot as snapshots_io
@@ -38,6 +44,32 @@ FORMAT_VERSION = 1
 TIED_KEY = "unembed.weight"
 RAW_KEYS = ("format", "format_version", "created", "tfviz_version", "tokenizer")  # plain strings
 JSON_KEYS = ("model_config", "train_config", "task", "history", "extra", "train_state", "snapshots")
+MAX_HISTORY = 2000  # entries kept (saved, loaded, streamed by jobs): a loss curve needs no more
+KB = 2**10
+
+
+def compact_history(history: list[dict], max_entries: int = MAX_HISTORY) -> list[dict]:
+    """At most ``max_entries`` of ``history``: while longer, every other entry is dropped (the
+    last one always kept), so a long run keeps an evenly thinned curve of bounded size."""
+    history = list(history)
+    while len(history) > max(max_entries, 2):
+        history = history[::-2][::-1]  # every other one, counted back from the last
+    return history
+
+
+def field_limits(config: ModelConfig | None, n_tensors: int = storage.MAX_TENSORS) -> dict[str, tuple[int, int]]:
+    """Metadata key -> (bytes, JSON objects/arrays) a checkpoint of ``config`` can need at most
+    (``n_tensors``: the header's tensor count). Without a config: the header's own bounds."""
+    if config is None:
+        return {k: (storage.MAX_HEADER_BYTES, storage.MAX_METADATA_BRACKETS) for k in JSON_KEYS}
+    v, L = config.vocab_size, config.n_layers
+    return {"model_config": (16 * KB, 16), "train_config": (16 * KB, 16),
+            "task": (64 * KB + 12 * MAX_TEXT_CHARS, 16),  # the lm task's corpus, JSON-escaped
+            "tokenizer": (64 * KB + 512 * v, 1000 + 2 * v),
+            "history": (4 * MAX_HISTORY * KB, 4 * MAX_HISTORY + 1),  # compacted to MAX_HISTORY
+            "extra": (1024 * KB, 20_000),
+            "train_state": (64 * KB + 256 * n_tensors, 16 + 2 * n_tensors),
+            "snapshots": (64 * KB + 32 * (200 * config.max_len + 300 * L), 32 * 8 + 8)}
 
 
 @dataclass
@@ -141,7 +173,7 @@ def save_checkpoint(path, model: Transformer, *, tokenizer=None, task=None, trai
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "model_config": model.config.to_dict(), "task": spec,
             "train_config": None if train_config is None else train_config.to_dict(),
-            "history": list(history or []), "extra": dict(extra or {})}
+            "history": compact_history(history or []), "extra": dict(extra or {})}
     tensors = model_tensors(model)
     if train_state is not None:
         meta["train_state"] = {"step": int(train_state.step), **train_state.info}
@@ -162,48 +194,80 @@ def save_checkpoint(path, model: Transformer, *, tokenizer=None, task=None, trai
 
 
 # ---------------------------------------------------------------------------------- loading
-def _json_field(meta: dict[str, str], key: str, path, required: bool = False):
+def _json_field(meta: dict[str, str], key: str, path, bounds: dict[str, tuple[int, int]],
+                required: bool = False):
     if key not in meta:
         if required:
             raise fail(path, f"metadata lacks {key!r}")
         return None
-    try:
-        return json.loads(meta[key])
-    except ValueError:
-        raise fail(path, f"metadata {key!r} is not valid JSON") from None
+    max_bytes, max_containers = bounds[key]
+    return storage.loads(meta[key], path, f"metadata {key!r}", max_bytes=max_bytes,
+                         max_containers=max_containers)
 
 
-def _decode(meta: dict[str, str], path) -> dict[str, Any]:
+def _decode(meta: dict[str, str], path, bounds: dict[str, tuple[int, int]]) -> dict[str, Any]:
     """The metadata's fields: plain strings as they are (the tokenizer's JSON text too), the JSON
-    fields decoded (None when absent)."""
-    return {**{k: meta[k] for k in RAW_KEYS if k in meta}, **{k: _json_field(meta, k, path) for k in JSON_KEYS}}
+    fields decoded within ``bounds`` (None when absent)."""
+    for k in RAW_KEYS:
+        if k != "tokenizer" and len(meta.get(k, "")) > KB:
+            raise fail(path, f"metadata {k!r} is {len(meta[k]):,} characters; at most {KB}")
+    return {**{k: meta[k] for k in RAW_KEYS if k in meta},
+            **{k: _json_field(meta, k, path, bounds) for k in JSON_KEYS}}
+
+
+def _config(meta: dict[str, str], path) -> ModelConfig:
+    try:
+        return ModelConfig.from_dict(_json_field(meta, "model_config", path, field_limits(ModelConfig()),
+                                                 required=True))
+    except CheckpointError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise fail(path, f"invalid metadata: {e}") from None
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """A checkpoint's metadata (model_config, task, extra, tokenizer text, ...) from its header
     alone: no tensor data read, no model built. CheckpointError if the header is unreadable."""
-    return _decode(storage.read_header(path)[1], path)
+    header, meta = storage.read_header(path)
+    try:
+        bounds = field_limits(_config(meta, path), len(header))
+    except CheckpointError:
+        bounds = field_limits(None)
+    return _decode(meta, path, bounds)
+
+
+def _plausible_size(header: dict, config: ModelConfig, path) -> None:
+    """Cheap, before any model is built (a 256-layer shell takes seconds): every layer holds at
+    least its attention output projection (d_model x d_model) and the model its token embedding
+    (vocab x d_model), so the tensor data must be at least that many float32 values."""
+    need = 4 * (config.n_layers * config.d_model ** 2 + config.vocab_size * config.d_model)
+    have = sum(e - b for b, e in (info["data_offsets"] for info in header.values()))
+    if have < need:
+        raise fail(path, f"the config describes a model of at least {need / 2**20:.1f} MB of weights "
+                          f"({config.n_layers} layers, d_model {config.d_model}, vocab "
+                          f"{config.vocab_size}) but the file holds {have / 2**20:.1f} MB of tensors")
 
 
 def _expected(config: ModelConfig, meta_state: dict | None) -> dict[str, tuple[torch.dtype, tuple]]:
-    with torch.device("meta"):
-        shell = Transformer(config)
-    want = {k: (v.dtype, tuple(v.shape)) for k, v in shell.state_dict().items()}
+    """Every tensor name -> (dtype, shape) a checkpoint of ``config`` holds (no model is built:
+    ``tfviz.model.tensor_shapes``)."""
+    want = tensor_shapes(config)
     if config.tie_embeddings:
         want.pop(TIED_KEY)
     if meta_state is not None:
-        params = dict(shell.named_parameters())
+        params = {k: shape for k, (_, shape) in tensor_shapes(config, parameters_only=True).items()}
         for name in meta_state.get("param_steps", {}):
             if name not in params:
-                raise ValueError(f"train_state names an unknown parameter {name!r}")
+                raise ValueError(f"train_state names an unknown parameter {str(name)[:100]!r}")
             for slot in ("exp_avg", "exp_avg_sq"):
-                want[f"optim.{name}.{slot}"] = (torch.float32, tuple(params[name].shape))
+                want[f"optim.{name}.{slot}"] = (torch.float32, params[name])
     return want
 
 
-def _parse_meta(meta: dict[str, str], path) -> dict[str, Any]:
-    """Check format/version and parse every JSON field; returns them with the built objects
-    under ``config``, ``train_config_obj`` and ``tokenizer_obj``."""
+def _parse_meta(meta: dict[str, str], path, header: dict | None = None) -> dict[str, Any]:
+    """Check format/version and parse every JSON field within the bounds its config allows;
+    returns them with the built objects under ``config``, ``train_config_obj`` and
+    ``tokenizer_obj``."""
     if meta.get("format") != FORMAT:
         raise fail(path, f"a safetensors file but not a tfviz checkpoint (metadata format is "
                           f"{meta.get('format')!r}, expected {FORMAT!r})")
@@ -216,27 +280,39 @@ def _parse_meta(meta: dict[str, str], path) -> dict[str, Any]:
                           f"reads up to {FORMAT_VERSION}): upgrade tfviz to load it")
     if version < 1:
         raise fail(path, f"invalid format_version {version}")
-    parsed = {**_decode(meta, path), "format_version": version}
+    config = _config(meta, path)
+    if header is not None:
+        _plausible_size(header, config, path)
+    bounds = field_limits(config, storage.MAX_TENSORS if header is None else len(header))
+    parsed = {**_decode(meta, path, bounds), "format_version": version}
     parsed.pop("tokenizer", None)  # built below
+    if "tokenizer" in meta:  # parsed by the tokenizer itself, once it is known to be bounded
+        storage.loads(meta["tokenizer"], path, "metadata 'tokenizer'", max_bytes=bounds["tokenizer"][0],
+                      max_containers=bounds["tokenizer"][1])
     try:
         for key, kind in (("history", list), ("task", dict), ("extra", dict), ("train_state", dict)):
             if parsed.get(key) is not None and not isinstance(parsed[key], kind):
                 raise ValueError(f"{key} must be a JSON {'array' if kind is list else 'object'}")
         if not all(isinstance(h, dict) for h in parsed.get("history") or []):
             raise ValueError("history must be a list of JSON objects")
+        parsed["history"] = compact_history(parsed.get("history") or [])
+        if parsed.get("task") is not None:
+            check_spec(parsed["task"])  # like a config: known names and params, bounded sizes
         state = parsed.get("train_state")
         if state is not None and not (isinstance(state.get("step"), int) and state["step"] >= 0
                                       and isinstance(state.get("param_steps", {}), dict)):
             raise ValueError("train_state needs a whole-number step and a param_steps object")
-        objs = {"config": ModelConfig.from_dict(_json_field(meta, "model_config", path, required=True)),
+        objs = {"config": config,
                 "train_config_obj": None if parsed.get("train_config") is None
                 else TrainConfig.from_dict(parsed["train_config"]),
                 "tokenizer_obj": None if "tokenizer" not in meta else Tokenizer.from_json(meta["tokenizer"])}
         objs["want"] = _expected(objs["config"], state)
         if parsed.get("snapshots") is not None:
             objs["want"].update(snapshots_io.expected_tensors(parsed["snapshots"], objs["config"].n_heads))
-    except ValueError as e:
-        raise fail(path, f"invalid metadata: {e}") from None
+    except CheckpointError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise fail(path, f"invalid metadata: {str(e)[:500]}") from None
     tok, cfg = objs["tokenizer_obj"], objs["config"]
     # Ids outside either would break pages. An imported model may have more embedding rows than
     # its tokenizer has tokens (padded to a round number: Qwen2), never fewer.
@@ -259,15 +335,17 @@ def _check_tensors(header: dict, want: dict, resumable: bool, path) -> None:
             raise fail(path, f"RNG state {k!r} must be a 1-D uint8 tensor")
 
 
-def load_checkpoint(path, *, max_bytes: int = storage.DEFAULT_MAX_BYTES,
+def load_checkpoint(path, *, max_bytes: int | None = None,
                     device: str | torch.device = "cpu") -> Checkpoint:
-    """Load and validate ``path`` (``.safetensors`` may be omitted). Raises CheckpointError."""
+    """Load and validate ``path`` (``.safetensors`` may be omitted). Raises CheckpointError.
+    ``max_bytes``: the largest file accepted (default ``tfviz.limits.checkpoint_bytes()``, the
+    size the app trains up to)."""
     path = Path(path)
     if not path.exists() and checkpoint_path(path).exists():
         path = checkpoint_path(path)
-    data = storage.read_bytes(path, max_bytes)
+    data = storage.read_bytes(path, limits.checkpoint_bytes() if max_bytes is None else max_bytes)
     header, meta = storage.read_header(data, path)
-    parsed = _parse_meta(meta, path)
+    parsed = _parse_meta(meta, path, header)
     config, state_info = parsed.pop("config"), parsed.get("train_state")
     train_config, tokenizer = parsed.pop("train_config_obj"), parsed.pop("tokenizer_obj")
     _check_tensors(header, parsed.pop("want"), state_info is not None, path)

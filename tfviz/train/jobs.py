@@ -5,10 +5,22 @@
     jobs.get(job_id).snapshot()   # JobSnapshot: state, queue_position, step, history, error, ...
     jobs.stop(job_id)
 
-At most ``max_concurrent`` jobs train at once, each in its own thread; later ones wait in a FIFO
-queue and know their 1-based position. Jobs live in the manager (not in a browser session), keyed by
+At most ``max_concurrent`` jobs train at once, each in its own thread; later ones wait in a queue
+and know their 1-based position. Jobs live in the manager (not in a browser session), keyed by
 id, so a reloaded tab finds its job again. A job whose worker raises becomes "failed" with the error
 text; the others go on. torch's CPU thread count is capped so the web server keeps a core.
+
+Shared by a class, one student must not block the others (the app sets all of these from
+``tfviz.limits``; by default the manager sets none):
+  * ``per_owner``: at most this many jobs per owner, running + queued (``JobLimitError``);
+  * the queue is fair: a free slot goes to the owner who started a job least recently (round-robin
+    by owner), FIFO within an owner, so three long jobs of one student never keep another's
+    quick job waiting behind all three;
+  * ``max_seconds``: a job's running time; it then stops like a Stop press (a resumable
+    checkpoint is saved) and says why;
+  * ``check_budget``: memory and checkpoint size are estimated before a job is queued and again
+    when it starts (``tfviz.train.budget``); a run that would not fit is refused with the estimate;
+  * ``jobs()`` / ``stop(id)`` reach every job (the app's teacher view).
 """
 from __future__ import annotations
 
@@ -24,14 +36,19 @@ from typing import Any
 import torch
 
 from ..model import ModelConfig
+from .budget import BudgetError, check_training
 from .config import TrainConfig
 from .loop import Event, TrainResult, train
 from ..device import cpu_count
-from .checkpoint import load_checkpoint
+from .checkpoint import MAX_HISTORY, compact_history, load_checkpoint
 from .setup import as_task, new_model
 from .snapshot import AttentionSnapshot
 
 STATES = ("queued", "running", "done", "stopped", "failed")
+
+
+class JobLimitError(ValueError):
+    """An owner already has as many jobs running or queued as the manager allows."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,8 @@ class Job:
         with self._lock:
             if event.kind == "metrics":
                 self.history.append(dict(event.metrics))
+                if len(self.history) > 2 * MAX_HISTORY:  # a long run's curve stays compact
+                    self.history = compact_history(self.history)
                 self.step = event.step
             elif event.kind == "snapshot":
                 self.attention.append(event.snapshot)
@@ -118,16 +137,26 @@ class Job:
 
 
 class JobManager:
-    def __init__(self, max_concurrent: int = 1, torch_threads: int | None = None):
+    def __init__(self, max_concurrent: int = 1, torch_threads: int | None = None, *,
+                 per_owner: int | None = None, max_seconds: float | None = None,
+                 check_budget: bool = False):
         if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or max_concurrent < 1:
             raise ValueError(f"max_concurrent={max_concurrent!r} must be a whole number >= 1")
-        self.max_concurrent = max_concurrent
+        if per_owner is not None and (isinstance(per_owner, bool) or not isinstance(per_owner, int)
+                                      or per_owner < 1):
+            raise ValueError(f"per_owner={per_owner!r} must be a whole number >= 1 (or None)")
+        if max_seconds is not None and not max_seconds > 0:
+            raise ValueError(f"max_seconds={max_seconds!r} must be above 0 (or None)")
+        self.max_concurrent, self.per_owner = max_concurrent, per_owner
+        self.max_seconds, self.check_budget = max_seconds, check_budget
         self.torch_threads = torch_threads or max(1, cpu_count() - 1)
         torch.set_num_threads(self.torch_threads)
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
-        self._queue: list[str] = []
+        self._queue: list[str] = []  # submission order; started in _fair_order
         self._running: set[str] = set()
+        self._starts = 0
+        self._last_start: dict[str | None, int] = {}  # owner -> when (a counter) a job of theirs last started
 
     # -- public API -------------------------------------------------------------------------
     def submit(self, model_config: ModelConfig | dict, task: Any, train_config: TrainConfig | dict | None = None,
@@ -140,11 +169,20 @@ class JobManager:
         if isinstance(train_config, dict):
             train_config = TrainConfig.from_dict(train_config)
         train_config = train_config or TrainConfig()
+        if self.check_budget and resume is None:
+            check_training(model_config, train_config)  # BudgetError: the run would not fit
         job_id = uuid.uuid4().hex[:12]
         spec = {"model_config": model_config, "task": task, "train_config": train_config,
                 "checkpoint": checkpoint, "resume": resume}
         job = Job(self, job_id, name or f"job-{job_id[:6]}", owner, spec)
         with self._lock:
+            if self.per_owner is not None:
+                mine = sum(1 for i in (*self._queue, *self._running) if self._jobs[i].owner == owner)
+                if mine >= self.per_owner:
+                    raise JobLimitError(
+                        f"you already have {mine} training{'s' if mine > 1 else ''} running or queued; "
+                        f"the limit is {self.per_owner} per session on this server: stop one, or wait "
+                        "for one to finish")
             self._jobs[job_id] = job
             self._queue.append(job_id)
         self._start_next()
@@ -201,14 +239,37 @@ class JobManager:
         self.wait_all(timeout)
 
     # -- internals --------------------------------------------------------------------------
+    def _fair_order(self) -> list[str]:
+        """The queued jobs in the order they will start (call with ``_lock`` held): round-robin
+        by owner — the owner whose last job started longest ago (or never) goes first — and
+        first come, first served within an owner."""
+        last = dict(self._last_start)
+        pending: dict[str | None, list[str]] = {}
+        for job_id in self._queue:
+            pending.setdefault(self._jobs[job_id].owner, []).append(job_id)
+        first_seen = {owner: self._queue.index(ids[0]) for owner, ids in pending.items()}
+        order, tick = [], self._starts
+        while pending:
+            owner = min(pending, key=lambda o: (last.get(o, -1), first_seen[o]))
+            order.append(pending[owner].pop(0))
+            tick += 1
+            last[owner] = tick
+            if not pending[owner]:
+                del pending[owner]
+        return order
+
     def _queue_position(self, job_id: str) -> int | None:
         with self._lock:
-            return self._queue.index(job_id) + 1 if job_id in self._queue else None
+            order = self._fair_order()
+            return order.index(job_id) + 1 if job_id in order else None
 
     def _start_next(self) -> None:
         with self._lock:
             while self._queue and len(self._running) < self.max_concurrent:
-                job = self._jobs[self._queue.pop(0)]
+                job = self._jobs[self._fair_order()[0]]
+                self._queue.remove(job.id)
+                self._starts += 1
+                self._last_start[job.owner] = self._starts
                 self._running.add(job.id)
                 with job._lock:
                     job.state, job.started = "running", time.time()
@@ -229,18 +290,36 @@ class JobManager:
                     job.history, job.step = [dict(h) for h in resume.history], resume.step
                     job.attention = list(resume.snapshots)
             else:
+                if self.check_budget:  # again: free memory may have changed while it queued
+                    check_training(spec["model_config"], cfg)
                 model = new_model(spec["model_config"], cfg.seed)
+            started, timed_out = time.monotonic(), []
+
+            def stop() -> bool:
+                if job._stop.is_set():
+                    return True
+                if self.max_seconds is not None and time.monotonic() - started > self.max_seconds:
+                    timed_out.append(True)
+                    return True
+                return False
+
             result = train(model, task, cfg, [job._on_event], checkpoint=spec["checkpoint"],
-                           resume=resume, stop=job._stop)
+                           resume=resume, stop=stop)
             state = {"done": "done", "stopped": "stopped"}.get(result.status, "failed")
+            message = result.message
+            if timed_out and result.status == "stopped":
+                minutes = self.max_seconds / 60
+                message = (f"{message}: a training may run {minutes:g} minute{'s' if minutes != 1 else ''} "
+                           "on this server (TFVIZ_JOB_MAX_MINUTES); what it learned so far is saved")
             with job._lock:
-                job.result, job.state, job.message = result, state, result.message
+                job.result, job.state, job.message = result, state, message
                 job.step = result.step
                 job.error = None if result.ok else result.message
                 job.checkpoint = str(result.checkpoint) if result.checkpoint else job.checkpoint
         except Exception as e:  # noqa: BLE001 - a failing job must not take the others down
             with job._lock:
-                job.state, job.error = "failed", f"{type(e).__name__}: {e}"
+                job.state = "failed"
+                job.error = str(e) if isinstance(e, BudgetError) else f"{type(e).__name__}: {e}"
                 job.message, job.traceback = job.error, traceback.format_exc()
         finally:
             with job._lock:

@@ -23,11 +23,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from .checkpoint import TrainState, save_checkpoint
+from .checkpoint import MAX_HISTORY, TrainState, compact_history, save_checkpoint
 from ..analysis.cost import train_flops_per_token
 from ..tasks.base import IGNORE, Batch
 from .. import device as devices
 from . import distributed
+from .budget import is_out_of_memory as _is_oom
 from .config import TrainConfig
 from .optim import load_optimizer_state, lr_at, make_optimizer, optimizer_state
 from .snapshot import AttentionSnapshot, Prober
@@ -78,10 +79,6 @@ def _shard(batch: Batch, d: distributed.Dist) -> Batch:
     n = batch.tokens.shape[0] // d.world
     rows = slice(d.rank * n, (d.rank + 1) * n)
     return Batch(batch.tokens[rows], batch.targets[rows], None if batch.src is None else batch.src[rows])
-
-
-def _is_oom(e: BaseException) -> bool:
-    return isinstance(e, torch.OutOfMemoryError) or (isinstance(e, RuntimeError) and "out of memory" in str(e))
 
 
 def _stop_requested(stop: Any) -> bool:
@@ -217,6 +214,8 @@ class _Run:
                 m.update({f"val_{k}": float(v) for k, v in self.evaluate("validation", cfg.eval_examples).items()})
             m.update(self.gpu_metrics(w[4] / max(now - w[3], 1e-9)))
             self.history.append(m)
+            if len(self.history) > 2 * MAX_HISTORY:  # a long run keeps a thinned curve
+                self.history = compact_history(self.history)
             stop = self.emit(Event("metrics", step, metrics=m))
             if "val_loss" in m and self.plateaued(m["val_loss"], step) and not last:
                 stop = True

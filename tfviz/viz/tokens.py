@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .data import cosine_similarity
+from .data import cosine_similarity, nearest_by_cosine
 from .theme import apply_theme, cell_size, default_tokens, diverging_colour, show_token, tick_step
 
 # Translucent fills read on light and dark pages alike; text keeps the page's colour.
@@ -76,15 +76,13 @@ def similarity_heatmap(vectors, labels: Sequence[str], *,
     return apply_theme(fig, title=title, height=n * c + 170, width=n * c + 240)
 
 
-def nearest_neighbours_frame(vectors, labels: Sequence[str], k: int = 5) -> pd.DataFrame:
-    """For every row: its ``k`` most cosine-similar other rows. Columns: token, rank, neighbour,
-    cosine."""
-    s = cosine_similarity(vectors)
-    n = s.shape[0]
+def nearest_neighbours_frame(vectors, labels: Sequence[str], k: int = 5, rows=None) -> pd.DataFrame:
+    """For each of ``rows`` (default: every row): its ``k`` most cosine-similar other rows.
+    Columns: token, rank, neighbour, cosine. Memory O(vocab · shown) (``nearest_by_cosine``)."""
+    n = np.asarray(vectors).shape[0]
     labels = default_tokens(n, labels)
-    np.fill_diagonal(s, -np.inf)
-    rows = []
-    for i in range(n):
-        for r, j in enumerate(np.argsort(-s[i])[:min(k, n - 1)], start=1):
-            rows.append((labels[i], r, labels[j], float(s[i, j])))
-    return pd.DataFrame(rows, columns=["token", "rank", "neighbour", "cosine"])
+    rows = list(range(n)) if rows is None else [int(i) for i in rows]
+    index, cosine = nearest_by_cosine(vectors, rows, k)
+    out = [(labels[i], r + 1, labels[j], float(c))
+           for i, js, cs in zip(rows, index, cosine) for r, (j, c) in enumerate(zip(js, cs))]
+    return pd.DataFrame(out, columns=["token", "rank", "neighbour", "cosine"])

@@ -1,0 +1,178 @@
+"""Students' files on a shared server: private folders, a server-wide quota, expiry of idle
+sessions, and the sweep of temp files a killed process left behind.
+
+    checkpoints/user/<sid>/          0700 (files 0600): no other local user lists or reads them
+        .seen                        touched on each visit (at most once a minute): last activity
+        trained/*.safetensors        the session's trained models
+        uploaded/*.safetensors       its uploads
+
+* ``check_room(need)``: every session's files together stay under ``TFVIZ_DISK_QUOTA_MB``
+  (published and shipped models do not count); beyond it an upload or a training is refused with
+  a message saying how full the space is. One session's uploads also stay under
+  ``TFVIZ_SESSION_UPLOAD_MB`` (``tfviz.classroom.uploads``).
+* ``expire_idle()``: a session folder whose last activity is older than
+  ``TFVIZ_SESSION_IDLE_DAYS`` is deleted (not one with a running job); published models live in
+  ``published/`` and never expire.
+* ``sweep_temp_files()``: hidden ``*.tmp`` files (atomic writes, uploads and publishing being
+  checked) older than ``TEMP_AGE_S`` are deleted: a live writer finishes in seconds.
+* ``maintain()``: both, at most once per ``MAINTAIN_EVERY_S`` per process (the app calls it on
+  every page run; it costs nothing in between).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from .. import limits, paths
+
+MB = 2**20
+SEEN = ".seen"
+TEMP_AGE_S = 600.0
+MAINTAIN_EVERY_S = 3600.0
+TOUCH_EVERY_S = 60.0
+
+
+class QuotaError(ValueError):
+    """Not enough room left for a file; the message says how full the space is."""
+
+
+def private_dir(folder: Path) -> Path:
+    """``folder`` (under the sessions folder), created 0700 along with its parents below it."""
+    root = paths.sessions_dir()
+    folder = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    here = root
+    for part in folder.relative_to(root).parts:
+        here = here / part
+        try:
+            here.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        os.chmod(here, 0o700)
+    return folder
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass  # deleted meanwhile
+    return total
+
+
+def usage() -> int:
+    """Bytes of every session's files together."""
+    root = paths.sessions_dir()
+    return _size(root) if root.is_dir() else 0
+
+
+def check_room(need: int, what: str = "this file") -> None:
+    """QuotaError unless ``need`` more bytes fit in the server-wide quota."""
+    quota, used = limits.disk_quota_bytes(), usage()
+    if used + need > quota:
+        raise QuotaError(
+            f"the class's space for uploads and trained models is full: {used / MB:,.0f} of "
+            f"{quota / MB:,.0f} MB used, and {what} needs {max(need, 1) / MB:,.1f} MB more. Ask "
+            "your teacher to free space (files of idle sessions are deleted after "
+            f"{_days()}; TFVIZ_DISK_QUOTA_MB sets the space)")
+
+
+def _days() -> str:
+    seconds = limits.idle_seconds()
+    return "a while" if seconds is None else f"{seconds / 86400:g} idle days"
+
+
+def touch(sid: str) -> None:
+    """Record a visit of session ``sid`` (its folder's ``.seen``), if it has a folder."""
+    folder = paths.session_dir(sid)
+    if not folder.is_dir():
+        return
+    seen = folder / SEEN
+    try:
+        if time.time() - seen.stat().st_mtime < TOUCH_EVERY_S:
+            return
+    except FileNotFoundError:
+        pass
+    try:
+        seen.touch()
+    except OSError:
+        pass
+
+
+def last_activity(folder: Path) -> float:
+    """The newest modification time of the folder, its ``.seen`` and any file in it."""
+    newest = 0.0
+    for dirpath, _, files in os.walk(folder):
+        for name in [".", *files]:
+            try:
+                newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+            except OSError:
+                pass
+    return newest
+
+
+def expire_idle(keep: Iterable[str] = (), now: float | None = None) -> list[str]:
+    """Delete the folders of sessions idle for longer than ``TFVIZ_SESSION_IDLE_DAYS`` (except the
+    ids in ``keep``: sessions with a running or queued job) -> the ids removed."""
+    idle = limits.idle_seconds()
+    root = paths.sessions_dir()
+    if idle is None or not root.is_dir():
+        return []
+    now, keep, removed = time.time() if now is None else now, set(keep), []
+    for folder in root.iterdir():
+        if (not folder.is_dir() or folder.is_symlink() or folder.name in keep
+                or not paths.SESSION_ID.fullmatch(folder.name)):
+            continue
+        if now - last_activity(folder) > idle:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder.name)
+    return removed
+
+
+def sweep_temp_files(folders: Iterable[Path] | None = None, older_than: float = TEMP_AGE_S,
+                     now: float | None = None) -> list[Path]:
+    """Delete hidden ``.*.tmp`` files older than ``older_than`` seconds in ``folders`` (default: the
+    checkpoint folder, published/ and every session's folders) -> the files removed."""
+    if folders is None:
+        folders = [paths.checkpoint_dir(), paths.published_dir()]
+        root = paths.sessions_dir()
+        if root.is_dir():
+            folders += [Path(d) for d, _, _ in os.walk(root)]
+    now, removed = time.time() if now is None else now, []
+    for folder in folders:
+        try:
+            entries = list(Path(folder).glob(".*.tmp"))
+        except OSError:
+            continue
+        for tmp in entries:
+            try:
+                if tmp.is_file() and now - tmp.lstat().st_mtime > older_than:
+                    tmp.unlink()
+                    removed.append(tmp)
+            except OSError:
+                pass
+    return removed
+
+
+_last_maintained = [0.0]
+_maintain_lock = threading.Lock()
+
+
+def maintain(keep: Iterable[str] = (), force: bool = False) -> bool:
+    """Expire idle sessions and sweep temp files, at most once per ``MAINTAIN_EVERY_S`` in this
+    process (``force``: now). True when it ran."""
+    now = time.monotonic()
+    with _maintain_lock:
+        if not force and _last_maintained[0] and now - _last_maintained[0] < MAINTAIN_EVERY_S:
+            return False
+        _last_maintained[0] = now
+    expire_idle(keep)
+    sweep_temp_files()
+    return True

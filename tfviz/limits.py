@@ -1,0 +1,110 @@
+"""How much one session may make a shared server do: every configurable limit in one place, one
+environment variable each, read when asked (so a server, or a test, sets them before use).
+
+    variable                   default   what it bounds
+    TFVIZ_CHECKPOINT_MB        1024      the largest checkpoint the app trains or opens from its own
+                                         folders (shipped, published, trained); the Train page
+                                         refuses a model whose checkpoint would be larger
+    TFVIZ_LOCAL_MODEL_MB       2048      a model folder the server reads from its own disk (a Hugging
+                                         Face folder: GPT-2 124M is 475 MB); never an upload
+    (UPLOAD_MB)                50        one uploaded file (= server.maxUploadSize in
+                                         .streamlit/config.toml)
+    TFVIZ_SESSION_UPLOAD_MB    200       one session's uploads together
+    TFVIZ_DISK_QUOTA_MB        5120      every session's files together (uploads + trained models);
+                                         published and shipped models do not count
+    TFVIZ_SESSION_IDLE_DAYS    14        a session's files are deleted after this many idle days
+                                         (0 = never); published models never expire
+    TFVIZ_MAX_JOBS             2         trainings running at once (the rest queue, round-robin by
+                                         session)
+    TFVIZ_JOBS_PER_SESSION     2         one session's jobs, running + queued
+    TFVIZ_JOB_MAX_MINUTES      30        one job's running time in the app (it then stops and saves
+                                         a resumable checkpoint; 0 = no cap; the CLI is never capped)
+    TFVIZ_TRAIN_MEMORY_MB      auto      memory one training may plan to use; auto = half the free
+                                         RAM (CPU) or 80% of the free GPU memory when it starts
+    TFVIZ_MODEL_CACHE_MB       auto      loaded models kept in memory, shared by every session;
+                                         auto = 15% of the machine's RAM, at most 2048
+    MIN_TEACHER_KEY            12        characters a TFVIZ_TEACHER_KEY must have to enable the
+                                         Teacher panel (e.g. ``python -c "import secrets;
+                                         print(secrets.token_urlsafe(12))"``: 16 characters)
+"""
+from __future__ import annotations
+
+import os
+
+MB = 2**20
+UPLOAD_MB = 50
+MIN_TEACHER_KEY = 12
+TEACHER_ATTEMPT_INTERVAL_S = 1.0  # server-wide: at most one teacher-key check per second
+CPU_MEMORY_SHARE = 0.5
+GPU_MEMORY_SHARE = 0.8
+
+
+def _number(variable: str, default: float | None, low: float = 0) -> float | None:
+    raw = os.environ.get(variable, "").strip()
+    if not raw or raw.lower() == "auto":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{variable}={raw!r} must be a number") from None
+    if not value >= low:
+        raise ValueError(f"{variable}={raw!r} must be at least {low:g}")
+    return value
+
+
+def checkpoint_bytes() -> int:
+    return int(_number("TFVIZ_CHECKPOINT_MB", 1024, 1) * MB)
+
+
+def local_model_bytes() -> int:
+    return int(_number("TFVIZ_LOCAL_MODEL_MB", 2048, 1) * MB)
+
+
+def upload_bytes() -> int:
+    return UPLOAD_MB * MB
+
+
+def session_upload_bytes() -> int:
+    return int(_number("TFVIZ_SESSION_UPLOAD_MB", 200, 0) * MB)
+
+
+def disk_quota_bytes() -> int:
+    return int(_number("TFVIZ_DISK_QUOTA_MB", 5120, 0) * MB)
+
+
+def idle_seconds() -> float | None:
+    """How long a session's files are kept after its last visit (None: forever)."""
+    days = _number("TFVIZ_SESSION_IDLE_DAYS", 14, 0)
+    return days * 86400 if days else None
+
+
+def max_jobs() -> int:
+    return int(_number("TFVIZ_MAX_JOBS", 2, 1))
+
+
+def jobs_per_session() -> int:
+    return int(_number("TFVIZ_JOBS_PER_SESSION", 2, 1))
+
+
+def job_max_seconds() -> float | None:
+    minutes = _number("TFVIZ_JOB_MAX_MINUTES", 30, 0)
+    return minutes * 60 if minutes else None
+
+
+def train_memory_bytes() -> int | None:
+    """The configured training memory budget, or None for automatic (a share of what is free:
+    ``tfviz.train.budget``)."""
+    mb = _number("TFVIZ_TRAIN_MEMORY_MB", None, 1)
+    return None if mb is None else int(mb * MB)
+
+
+def model_cache_bytes(total_ram: int | None = None) -> int:
+    mb = _number("TFVIZ_MODEL_CACHE_MB", None, 1)
+    if mb is not None:
+        return int(mb * MB)
+    if total_ram is None:
+        try:
+            total_ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            total_ram = 8 * 2**30
+    return int(min(2048 * MB, 0.15 * total_ram))
