@@ -99,22 +99,24 @@ def training_bytes(n_params: int, n_layers: int, d_model: int, d_ff: int, n_head
         gradients    P · b
         optimizer    3 · P · b                    (AdamW's two moments + the foreach update's
                                                    temporaries)
-        activations  b · B · [ pos · L · a_dec + src_pos · L · a + pos · 4 · V ]
-                     a = 16 · d_model + 2 · d_ff + H · pos   floats kept per token and layer
+        activations  b · B · [ pos · L · a_dec + src_pos · L · a + pos · 6 · V ]
+                     a = 20 · d_model + 2 · d_ff + H · pos   floats kept per token and layer
                                                    (norms, q/k/v, attention output, MLP hidden
                                                    before/after the activation; one row of
                                                    scores); a_dec = 1.5 a with cross-attention;
-                     4 · V per token for the logits, their float copy, softmax and gradient
+                     6 · V per token for the logits, their float copy, log-softmax and the
+                                                   gradients of both
 
-    Calibrated against the peak resident memory of real steps on the CPU (d_model 128-512, 2-4
-    layers, 32-1024 positions, vocab 100-5000): the estimate was 1.15-1.3x the measured growth,
-    never below it (``tests/robustness/test_memory_guard.py`` re-measures one). A GPU's fused
+    Calibrated against the peak resident memory of real training runs on the CPU (the kernel's
+    VmHWM, reset just before training, minus the resident memory then; d_model 64-512, 2-4
+    layers, 30-202 positions, vocab 37-1007): the estimate was 1.15-1.7x the measured growth,
+    never below it (``tests/robustness/test_shared_server.py`` re-measures one). A GPU's fused
     kernels need less; this errs on the safe side."""
     b = dtype_bytes
-    per_token = 16 * d_model + 2 * d_ff + n_heads * pos
+    per_token = 20 * d_model + 2 * d_ff + n_heads * pos
     acts = pos * n_layers * per_token * (1.5 if cross else 1.0)
-    acts += src_pos * n_layers * (16 * d_model + 2 * d_ff + n_heads * src_pos)
-    acts += pos * 4 * vocab_size
+    acts += src_pos * n_layers * (20 * d_model + 2 * d_ff + n_heads * src_pos)
+    acts += pos * 6 * vocab_size
     out = {"weights": n_params * b, "gradients": n_params * b, "optimizer": 3 * n_params * b,
            "activations": int(b * batch * acts)}
     out["total"] = sum(out.values())

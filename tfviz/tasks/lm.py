@@ -25,7 +25,7 @@ class LMTask(GeneratedTask):
                     stride=None, chunk=512, val_frac=0.1, test_frac=0.1, n_sentences=20000,
                     n_train=None, n_val=None, n_test=None)
     limits = dict(vocab_size=(2, 100_000), block=(1, 4096), stride=(1, 4096), chunk=(2, 10**6),
-                  val_frac=(0.0, 0.5), test_frac=(0.0, 0.5), n_sentences=(1, 50_000))
+                  val_frac=(0.0, 0.5), test_frac=(0.0, 0.5), n_sentences=(1, 100_000))
     choices = dict(tokenizer=KINDS)
 
     def check_params(self, p):
