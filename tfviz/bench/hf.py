@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 
@@ -25,7 +24,7 @@ import torch
 from ..interop import from_pretrained, to_hf
 from ..model import ModelConfig, Transformer
 from ..recording import record
-from .measure import time_once
+from .measure import interleave
 
 
 def gpt2_small_config() -> ModelConfig:
@@ -33,17 +32,6 @@ def gpt2_small_config() -> ModelConfig:
                        d_ff=3072, max_len=1024, pos="learned", norm="pre", activation="gelu_new",
                        dropout=0.0, tie_embeddings=True, pad_id=None)
 
-
-def interleave(fns: dict, reps: int, warmup: int) -> dict[str, float]:
-    """Median seconds per variant, the variants run in turn within every rep (drift hits all)."""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(reps):
-        for k, fn in fns.items():
-            times[k].append(time_once(fn))
-    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import sys
 import time
 from typing import Callable
@@ -92,3 +93,17 @@ def peak_from_events(events) -> int:
         current += e.nbytes()
         peak = max(peak, current)
     return peak
+
+
+def interleave(fns: dict[str, Callable[[], object]], reps: int, warmup: int,
+               device: torch.device | str = "cpu") -> dict[str, float]:
+    """Median wall seconds per variant, the variants run in turn within every rep (so drift and a
+    neighbour's load hit all of them alike), after ``warmup`` untimed rounds."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, fn in fns.items():
+            times[k].append(time_once(fn, device))
+    return {k: statistics.median(v) for k, v in times.items()}

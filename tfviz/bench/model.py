@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from contextlib import nullcontext
 from datetime import datetime, timezone
 
@@ -29,6 +28,7 @@ from ..device import bf16_peak_flops, default_device, device_name
 from ..model import ModelConfig
 from ..model import Transformer
 from ..recording import record
+from .measure import interleave, time_once
 
 
 class _RefBlock(nn.Module):
@@ -97,29 +97,6 @@ def nanogpt_config(max_len: int = 256) -> ModelConfig:
     return gpt_config(65, 384, 6, 6, max_len)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def _timed(fn, device) -> float:
-    _sync(device)
-    t0 = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - t0
-
-
-def _interleave(fns: dict, reps: int, warmup: int, device) -> dict[str, float]:
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(reps):
-        for k, fn in fns.items():
-            times[k].append(_timed(fn, device))
-    return {k: statistics.median(v) for k, v in times.items()}
-
 
 def matmul_peak(device, dtype=torch.bfloat16, n: int = 8192, reps: int = 20) -> float:
     """Measured FLOP/s of one large square matrix product (the practical ceiling)."""
@@ -127,7 +104,7 @@ def matmul_peak(device, dtype=torch.bfloat16, n: int = 8192, reps: int = 20) -> 
     a, b = (torch.randn(n, n, device=device, dtype=dtype, generator=g) for _ in range(2))
     for _ in range(3):
         a @ b
-    t = statistics.median(_timed(lambda: a @ b, device) for _ in range(reps))
+    t = statistics.median(time_once(lambda: a @ b, device) for _ in range(reps))
     return 2 * n ** 3 / t
 
 
@@ -162,7 +139,7 @@ def bench_train_step(device, dtype, batch: int, block: int, reps: int, warmup: i
             opt.zero_grad(set_to_none=True)
         return run
 
-    t = _interleave({"reference": step(ref, ref_fwd, False), "tfviz": step(ours, ours_fwd, True)},
+    t = interleave({"reference": step(ref, ref_fwd, False), "tfviz": step(ours, ours_fwd, True)},
                     reps, warmup + (2 if compile else 0), device)
     flops = train_flops_per_token(ours, block) * batch * block  # one formula for both models
     out = {**t, "ratio": t["tfviz"] / t["reference"], "tokens_per_s": batch * block / t["tfviz"],
@@ -195,7 +172,7 @@ def bench_recording(device, dtype, T: int, reps: int, warmup: int) -> dict:
     fns = {"fast": fast, "record": rec}
     if device.type == "cuda":
         fns["record_to_cpu"] = rec_host
-    t = _interleave(fns, reps, warmup, device)
+    t = interleave(fns, reps, warmup, device)
     n_bytes = sum(v.numel() * v.element_size() for v in record(model, x, device=None).values())
     return {**t, "ratio": t["record"] / t["fast"], "T": T, "bytes": n_bytes,
             "ratio_to_cpu": t.get("record_to_cpu", t["record"]) / t["fast"]}
