@@ -15,6 +15,7 @@ They never import torch or streamlit and never see a model: callers pass the rec
     training       loss curves, the replay of heads learning
     scores         per-head scores and paired measured numbers as bars
     induction      loss / accuracy on repeated tokens, position by position (2 layers vs 1)
+    layers         attention across layers: raw per layer, rollout, flow (Abnar & Zuidema)
     cost           measured vs analytic time / memory, KV cache, generation speed
     theme, tiles, data   the one shared look, tiled heatmaps, figure -> DataFrame (CSV download)
 """
@@ -27,6 +28,7 @@ from .data import cosine_similarity, figure_data
 from .generation import (generated_tokens_html, generation_attention, generation_frame,
                          kv_cache_growth)
 from .induction import repeat_by_position
+from .layers import across_layers_grid, inputs_bar
 from .lines import line_view
 from .masks import logit_change_bars, mask_frame, mask_grid, masks_side_by_side
 from .positional import (default_dims, extrapolation_curves, pe_matrix, pe_waves,
@@ -39,10 +41,12 @@ from .tokens import nearest_neighbours_frame, similarity_heatmap, token_spans_ht
 from .training import loss_curves, snapshot_player
 
 __all__ = [
-    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "TEMPLATE", "alibi_bias", "analytic_figure",
+    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "TEMPLATE", "across_layers_grid",
+    "alibi_bias", "analytic_figure",
     "apply_theme", "compact", "cosine_similarity", "cross_attention_alignment", "default_dims",
     "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
-    "generation_frame", "head_heatmap", "head_score_bars", "heads_grid", "kv_cache_figure",
+    "generation_frame", "head_heatmap", "head_score_bars", "heads_grid", "inputs_bar",
+    "kv_cache_figure",
     "kv_cache_growth", "line_view", "logit_change_bars", "loss_curves", "mask_frame", "mask_grid",
     "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "paired_bars", "pattern_frame",
     "pe_matrix", "pe_waves", "position_similarity", "pronoun_probe", "pronoun_probe_frame",
