@@ -16,7 +16,6 @@ a 2-D PCA projection (torch.linalg.svd), and ``model_embeddings`` for a Checkpoi
 """
 from __future__ import annotations
 
-import math
 import random
 import re
 from collections import Counter
@@ -134,6 +133,9 @@ class Word2VecConfig:
     min_count: int = 1       # rarer words are dropped
     subsample: float = 1e-3  # t of the frequent-word subsampling; 0 = keep every word
     seed: int = 0
+    num_threads: int | None = 1  # torch CPU threads while training (restored after); None = as is.
+    # One thread: the same seed gives the same vectors (multi-threaded gradient sums change the
+    # rounding) and, on a busy 2-core machine, it is also the fastest for matrices this small.
 
     def __post_init__(self):
         for name, low, high in [("dim", 2, 512), ("window", 1, 20), ("negatives", 1, 50),
@@ -142,6 +144,10 @@ class Word2VecConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
                 raise ValueError(f"{name}={v!r} must be a whole number in [{low}, {high}]")
+        if self.num_threads is not None and (isinstance(self.num_threads, bool) or not isinstance(
+                self.num_threads, int) or not 1 <= self.num_threads <= 1024):
+            raise ValueError(f"num_threads={self.num_threads!r} must be None or a whole number "
+                             "in [1, 1024]")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr <= 1):
             raise ValueError(f"lr={self.lr!r} must be in (0, 1]")
         if not (isinstance(self.subsample, (int, float)) and 0 <= self.subsample < 1):
@@ -217,19 +223,33 @@ def train_word2vec(text: str | Sequence[str] | None = None, config: Word2VecConf
     ids = [[index[w] for w in s if w in index] for s in sentences]
     g = torch.Generator().manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
+    keep = None  # the probability of keeping each word (frequent-word subsampling)
     if cfg.subsample:
         f = freq / freq.sum()
         keep = np.minimum(1.0, np.sqrt(cfg.subsample / f) + cfg.subsample / f)
     noise = torch.tensor(freq ** 0.75)
     noise /= noise.sum()
 
-    V = len(vocab)
+    old_threads = torch.get_num_threads()
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    try:
+        v, u, losses = _train(ids, keep, noise, cfg, g, rng, progress)
+    finally:
+        torch.set_num_threads(old_threads)
+    return Word2Vec(vocab, freq, v.detach().double().numpy().copy(),
+                    u.detach().double().numpy().copy(), losses, cfg)
+
+
+def _train(ids, keep, noise, cfg: Word2VecConfig, g: torch.Generator, rng, progress):
+    """The SGNS loop -> (v, u, losses per epoch)."""
+    V = len(noise)
     v = torch.empty(V, cfg.dim).uniform_(-0.5 / cfg.dim, 0.5 / cfg.dim, generator=g)  # word2vec's
     u = torch.zeros(V, cfg.dim)                                                        # init
     adam = _Adam([v, u], cfg.lr)
     losses = []
     for epoch in range(cfg.epochs):
-        kept = [[i for i in s if rng.random() < keep[i]] for s in ids] if cfg.subsample else ids
+        kept = ids if keep is None else [[i for i in s if rng.random() < keep[i]] for s in ids]
         pairs = torch.from_numpy(skipgram_pairs(kept, cfg.window))
         if not len(pairs):
             raise ValueError("no (word, context) pairs: the sentences are too short")
@@ -246,8 +266,7 @@ def train_word2vec(text: str | Sequence[str] | None = None, config: Word2VecConf
         losses.append(total / n)
         if progress is not None:
             progress(epoch + 1, cfg.epochs, losses[-1])
-    return Word2Vec(vocab, freq, v.detach().double().numpy().copy(),
-                    u.detach().double().numpy().copy(), losses, cfg)
+    return v, u, losses
 
 
 class _Adam:
