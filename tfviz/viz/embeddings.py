@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .data import cosine_similarity
-from .theme import (HEAD_COLOURS, apply_theme, default_tokens, diverging_colour, show_token,
-                    tick_step)
+from .theme import HEAD_COLOURS, apply_theme, default_tokens, diverging_colour, show_token
+from .tokens import row_axis
 
 
 def embedding_map(coords, labels: Sequence[str], groups: Sequence[str] | None = None, *,
@@ -54,11 +54,7 @@ def one_hot_vs_learned(vectors, labels: Sequence[str], *,
     cosine."""
     v = np.asarray(vectors, dtype=float)
     n = v.shape[0]
-    labels = default_tokens(n, labels)
-    cats = [f"'{show_token(t)}' (row {i})" for i, t in enumerate(labels)]
-    step = tick_step(n)
-    axis = dict(type="category", tickmode="array", tickvals=cats[::step],
-                ticktext=[show_token(t) for t in labels][::step], showgrid=False)
+    cats, axis = row_axis(n, labels)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("one-hot (every pair 0)", "learned"))
     colour = diverging_colour(None, "cosine", limit=1.0)
