@@ -118,6 +118,17 @@ def layered_graph(a: np.ndarray) -> np.ndarray:
     return cap
 
 
+def _reachable(edge: np.ndarray, start: int) -> np.ndarray:
+    """bool [node]: the nodes reachable from ``start`` along ``edge [node, node]`` (itself too)."""
+    seen = np.zeros(edge.shape[0], dtype=bool)
+    seen[start] = True
+    frontier = seen.copy()
+    while frontier.any():
+        frontier = edge[frontier].any(axis=0) & ~seen
+        seen |= frontier
+    return seen
+
+
 def attention_flow(patterns, residual: float = RESIDUAL, normalise: bool = True) -> np.ndarray:
     """``[layer, q_pos, k_pos]``: the maximum flow from position q after block l to input token k
     through the layered graph of ``residual_attention`` (rows normalised to sum 1 unless
@@ -131,11 +142,19 @@ def attention_flow(patterns, residual: float = RESIDUAL, normalise: bool = True)
                          "text, or attention rollout")
     out = np.zeros_like(a)
     for layer in range(n_layers):
-        # Only layers 0..layer matter for an output of block `layer`: a smaller graph.
+        # Only layers 0..layer matter for an output of block `layer`: a smaller graph, and of it
+        # only the nodes on some path from the source to the sink (a causal mask prunes many).
         cap = layered_graph(a[:layer + 1])
+        edge = cap > 0
         for q in range(n):
+            source = (layer + 1) * n + q
+            ahead = _reachable(edge, source)
             for k in range(n):
-                out[layer, q, k] = max_flow(cap, (layer + 1) * n + q, k)
+                keep = np.flatnonzero(ahead & _reachable(edge.T, k))
+                if keep.size:
+                    sub = cap[np.ix_(keep, keep)]
+                    out[layer, q, k] = max_flow(sub, int(np.searchsorted(keep, source)),
+                                                int(np.searchsorted(keep, k)))
     if normalise:
         sums = out.sum(axis=-1, keepdims=True)
         out = np.divide(out, sums, out=np.zeros_like(out), where=sums > 0)

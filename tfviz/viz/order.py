@@ -45,9 +45,8 @@ def order_bars(tables: Mapping[str, pd.DataFrame], *,
                     hovertemplate=f"{name}<br>%{{x}}<br>largest |difference| %{{customdata:.3g}}"
                                   "<extra></extra>")
     fig.update_xaxes(title=dict(text="where in the model"), type="category")
-    fig.update_yaxes(title=dict(text="largest |difference| after matching the words"),
-                     type="log", exponentformat="power")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.3))
+    fig.update_yaxes(title=dict(text="largest |difference|"), type="log", exponentformat="power")
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.3), margin=dict(t=80))
     return apply_theme(fig, title=title, height=460)
 
 
