@@ -117,12 +117,13 @@ def test_training_is_deterministic_and_learns_on_user_text():
 
 
 def test_builtin_corpus_neighbours_and_analogies(w2v):
-    """Measured with seed 0 (seeds 0-3: every group word's nearest neighbour is in its group;
-    27 of the 28 analogies right, seed 1 misses father - man + woman)."""
+    """Measured with seed 0. Seeds 0-4 (measured once): 34 of the 35 analogies right (seed 1
+    misses father - man + woman); every group word's nearest neighbour in its group except one
+    (seed 4: princess -> "with")."""
     assert w2v.losses[-1] < 0.5 * w2v.losses[0]
     for word, group in GROUPS.items():
         nearest = w2v.neighbours(word, 1)[0][0]
-        assert GROUPS.get(nearest, "").split()[0] == group.split()[0], (word, nearest)
+        assert GROUPS.get(nearest, "not a group word").split()[0] == group.split()[0], (word, nearest)
     for a, b, c, want in ANALOGIES:
         assert w2v.analogy(a, b, c, 1)[0][0] == want, (a, b, c, w2v.analogy(a, b, c, 3))
     # learned vectors are not orthogonal the way one-hot vectors are

@@ -167,7 +167,8 @@ def across_layers(model, tokens, *, stack: str = "", batch: int = 0,
     [batch, pos], or [pos]; encoder-decoder: the tuple (src, tgt) and ``stack`` "encoder" /
     "decoder") and return, for sequence ``batch``, float64 arrays [layer, q_pos, k_pos]:
     ``raw`` (heads averaged, no residual), ``residual`` (Ã), ``rollout`` and ``flow`` (None when
-    ``flow=False``)."""
+    ``flow=False``). For a decoder stack this follows self-attention only: what cross-attention
+    brings in from the source is not part of the graph."""
     inputs = tokens if isinstance(tokens, tuple) else (tokens,)
     inputs = tuple(t[None] if t.dim() == 1 else t for t in inputs)
     template = layer_template("attn.hook_pattern", stack)
