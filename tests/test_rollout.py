@@ -67,6 +67,15 @@ def test_max_flow_matches_brute_force_min_cut_on_tiny_layered_graphs():
             assert got == pytest.approx(brute_force_min_cut(cap, 2 * 3 + q, k), abs=1e-12)
 
 
+def test_max_flow_matches_brute_force_min_cut_on_general_graphs():
+    # edges both ways and cycles: the reverse (residual) edges of Edmonds-Karp get used
+    rng = np.random.default_rng(7)
+    for _ in range(6):
+        cap = rng.random((6, 6)) * (rng.random((6, 6)) < 0.5)
+        np.fill_diagonal(cap, 0)
+        assert max_flow(cap, 0, 5) == pytest.approx(brute_force_min_cut(cap, 0, 5), abs=1e-12)
+
+
 def test_max_flow_known_values_and_networkx():
     # a textbook network (CLRS fig. 26.1): max flow 23
     cap = np.zeros((6, 6))
