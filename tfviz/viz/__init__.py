@@ -12,9 +12,12 @@ They never import torch or streamlit and never see a model: callers pass the rec
     positional     positional tables, waves, similarity, extrapolation curves
     rope, bias     RoPE rotation and frequencies; ALiBi / T5 score biases
     tokens         token spans, embedding similarity and nearest neighbours
+    embeddings     word vectors: 2-D projection, one-hot vs learned cosines, analogy bars
+    order          bag of words, residual-stream changes when words are rearranged
     training       loss curves, the replay of heads learning
     scores         per-head scores and paired measured numbers as bars
     induction      loss / accuracy on repeated tokens, position by position (2 layers vs 1)
+    layers         attention across layers: raw per layer, rollout, flow (Abnar & Zuidema)
     cost           measured vs analytic time / memory, KV cache, generation speed
     theme, tiles, data   the one shared look, tiled heatmaps, figure -> DataFrame (CSV download)
 """
@@ -24,11 +27,14 @@ from .bias import alibi_bias, t5_bias, t5_buckets
 from .cost import (analytic_figure, compact, kv_cache_figure, memory_figure, speed_figure,
                    time_figure)
 from .data import cosine_similarity, figure_data
+from .embeddings import analogy_bars, embedding_map, one_hot_vs_learned
 from .generation import (generated_tokens_html, generation_attention, generation_frame,
                          kv_cache_growth)
 from .induction import repeat_by_position
+from .layers import across_layers_grid, inputs_bar
 from .lines import line_view
 from .masks import logit_change_bars, mask_frame, mask_grid, masks_side_by_side
+from .order import bag_of_words_bars, order_bars, order_positions
 from .positional import (default_dims, extrapolation_curves, pe_matrix, pe_waves,
                          position_similarity, similarity_by_distance, similarity_vs_distance)
 from .rope import rope_frequencies, rope_pair_scores, rope_relative_scores, rope_rotation_animation
@@ -39,12 +45,16 @@ from .tokens import nearest_neighbours_frame, similarity_heatmap, token_spans_ht
 from .training import loss_curves, snapshot_player
 
 __all__ = [
-    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "TEMPLATE", "alibi_bias", "analytic_figure",
+    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "TEMPLATE", "across_layers_grid",
+    "alibi_bias", "analogy_bars", "analytic_figure", "bag_of_words_bars",
     "apply_theme", "compact", "cosine_similarity", "cross_attention_alignment", "default_dims",
+    "embedding_map",
     "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
-    "generation_frame", "head_heatmap", "head_score_bars", "heads_grid", "kv_cache_figure",
+    "generation_frame", "head_heatmap", "head_score_bars", "heads_grid", "inputs_bar",
+    "kv_cache_figure",
     "kv_cache_growth", "line_view", "logit_change_bars", "loss_curves", "mask_frame", "mask_grid",
-    "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "paired_bars", "pattern_frame",
+    "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "one_hot_vs_learned",
+    "order_bars", "order_positions", "paired_bars", "pattern_frame",
     "pe_matrix", "pe_waves", "position_similarity", "pronoun_probe", "pronoun_probe_frame",
     "repeat_by_position",
     "rope_frequencies", "rope_pair_scores", "rope_relative_scores", "rope_rotation_animation",

@@ -54,6 +54,16 @@ def token_spans_html(text: str, offsets: Sequence[tuple[int, int]], tokens: Sequ
             f'font-family:ui-monospace,monospace;">{"".join(out)}</div>')
 
 
+def row_axis(n: int, labels: Sequence[str] | None) -> tuple[list[str], dict]:
+    """One category per row, ``"'tok' (row i)"`` (equal labels stay apart), and the axis settings
+    that show the bare tokens as ticks (thinned when crowded) -> (categories, axis kwargs)."""
+    labels = default_tokens(n, labels)
+    cats = [f"'{show_token(t)}' (row {i})" for i, t in enumerate(labels)]
+    step = tick_step(n)
+    return cats, dict(type="category", tickmode="array", tickvals=cats[::step],
+                      ticktext=[show_token(t) for t in labels][::step], showgrid=False)
+
+
 def similarity_heatmap(vectors, labels: Sequence[str], *,
                        title: str = "Cosine similarity of embeddings"):
     """Heatmap ``[n, n]`` of the cosine similarity of ``vectors [n, d]`` (token embeddings, or
@@ -62,11 +72,7 @@ def similarity_heatmap(vectors, labels: Sequence[str], *,
     v = np.asarray(vectors, dtype=float)
     s = cosine_similarity(v)
     n = s.shape[0]
-    labels = default_tokens(n, labels)
-    cats = [f"'{show_token(t)}' (row {i})" for i, t in enumerate(labels)]
-    step = tick_step(n)
-    axis = dict(type="category", tickmode="array", tickvals=cats[::step],
-                ticktext=[show_token(t) for t in labels][::step], showgrid=False)
+    cats, axis = row_axis(n, labels)
     fig = go.Figure(go.Heatmap(z=s, x=cats, y=cats, name="cosine",
                                **diverging_colour(s, "cosine", limit=1.0),
                                hovertemplate="%{y} ↔ %{x}: cos %{z:.3f}<extra></extra>"))
