@@ -341,6 +341,15 @@ def induction_sentence(c: dict) -> str:
             "output the induction head's keys read (K-composition).")
 
 
+def repeat_curves_note(max_len: int, train_length: int) -> str:
+    """What a point of ``repeat_curves`` is, for the figure's caption."""
+    return (f"Fresh random sequences of {max_len} tokens in which a segment recurs (lengths and "
+            "repeat counts never trained on). Each point: the mean over the sequences whose token "
+            "at that position recurs, predicting the token that followed its earlier occurrence. "
+            "Right of the dashed line lie positions no training sequence reached (the longest "
+            f"had {train_length} tokens).")
+
+
 def repeat_curves(models: dict, vocab: int, max_len: int, condition: str | None = None,
                   batch: int | None = None, seed: int | None = None) -> pd.DataFrame:
     """Live: per-position loss and accuracy on the repeated tokens of fresh held-out sequences
@@ -388,7 +397,7 @@ def translate_sentence(card: dict) -> str:
 
 __all__ = ["SEEDS", "coref_claim", "coref_sentence", "extrapolation_frame",
            "findings_markdown", "heldout_frame", "induction_contrast", "induction_frame",
-           "induction_sentence", "repeat_curves",
+           "induction_sentence", "repeat_curves", "repeat_curves_note",
            "lm_family_frame", "mission_weights", "positional_ordering", "positional_sentence",
            "strongest_heads", "summary_frame", "train_length", "translate_example",
            "translate_sentence", "zoo_path"]
