@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from robust_helpers import messages, problems
+from apptest_helpers import messages, problems
 
 from tfviz.train import loop
 import ui.models as models
