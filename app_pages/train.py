@@ -64,13 +64,12 @@ with left:
             t2.checkbox("torch.compile", key=P + "compile",
                         help="Fused GPU kernels; the first steps pay for compiling (tens of seconds)")
         if st.form_submit_button("Start training", type="primary", key=P + "start"):
-            try:
+            try:  # a bad setting, or beyond the server's limits (memory, disk, jobs per session)
                 task = ts.preset_task(pre)
-                mc, tc = ts.configs_from_form(task)
+                job_id = ts.submit(task, *ts.configs_from_form(task), st.session_state[P + "name"])
             except ValueError as e:
                 st.error(f"Not started: {e}")
             else:
-                job_id = ts.submit(task, mc, tc, st.session_state[P + "name"])
                 st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
     ts.remember()
 

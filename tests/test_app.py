@@ -58,3 +58,12 @@ def test_guided_tour_is_the_sidebar(home: AppTest) -> None:
     assert labels == [f"{i}. **{p.title}** — {p.blurb}" for i, p in enumerate(PAGES[1:], 1)]
     text = " ".join(m.value for m in home.markdown) + " ".join(c.value for c in home.caption)
     assert "as they are added" not in text  # every step is a registered page (asserted above)
+
+
+def test_session_ids_are_the_librarys() -> None:
+    """ui.session keeps its own copy of the pattern (Home must not wait for torch); it is the
+    library's."""
+    from tfviz.paths import SESSION_ID
+    from ui.session import SID
+
+    assert SID.pattern == SESSION_ID.pattern

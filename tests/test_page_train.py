@@ -4,6 +4,7 @@ show the configs' own messages, Stop and the queue work, failures show their err
 UI-free presets (tfviz.train.presets)."""
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -252,9 +253,12 @@ def test_gqa_kv_heads_must_divide_heads(models_dir) -> None:
     job.wait(TIMEOUT_S)
 
 
-def test_stop_and_queue(models_dir) -> None:
+def test_stop_and_queue(models_dir, monkeypatch) -> None:
     from ui.jobs import job_manager
 
+    # one session queueing its own jobs (the server's per-session limit is tested in
+    # tests/robustness/test_faults_ui.py)
+    monkeypatch.setattr(job_manager(), "per_owner", None)
     at = open_train("copy")
     for _ in range(job_manager().max_concurrent + 1):  # one more than may run at once
         small_run(at, steps=100_000, warmup=10)

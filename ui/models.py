@@ -6,8 +6,9 @@ Sources, in the order the picker (``ui.picker``) lists them:
   trained    models this browser session trained (its jobs' checkpoints)
   uploaded   files this session uploaded (``ui.uploads``: validated, never unpickled)
 
-A loaded model is cached once per server (``st.cache_resource``) and shared by every session, so
-each forward goes through ``LoadedModel.record`` / ``LoadedModel.forward``, which hold that model's
+A loaded model is cached once per server and shared by every session, in one
+``tfviz.classroom.cache.ModelCache`` bounded by memory (``TFVIZ_MODEL_CACHE_MB``; least recently
+used models are dropped, a session still holding one keeps using it), so each forward goes through ``LoadedModel.record`` / ``LoadedModel.forward``, which hold that model's
 lock: recording attaches hooks to the module, and another session's forward must not run through
 them meanwhile. ``LoadedModel.key`` (path, mtime) is what every per-model cache is keyed on
 (``ui.cache``): a retrained file under the same name is another model.
@@ -43,7 +44,7 @@ def published_dir() -> Path:
 
 def session_dir() -> Path:
     """This browser session's own folder (its trained and uploaded models; git-ignored)."""
-    return _paths().sessions_dir() / session_id()
+    return _paths().session_dir(session_id())
 
 
 @dataclass(frozen=True)
@@ -107,21 +108,40 @@ def available_models() -> list[ModelRef]:
     return refs
 
 
-@st.cache_resource(max_entries=24, show_spinner="Loading model…")
+@st.cache_resource
+def model_cache():
+    """The server's one cache of loaded models (``tfviz.classroom.cache``), sized by memory."""
+    from tfviz import limits
+    from tfviz.classroom.cache import ModelCache
+
+    return ModelCache(max_bytes=limits.model_cache_bytes())
+
+
 def _load(path: str, mtime_ns: int, source: str) -> LoadedModel:
+    from tfviz.storage import CheckpointError
     from tfviz.train.checkpoint import load_checkpoint
 
-    ckpt = load_checkpoint(path)
+    try:
+        ckpt = load_checkpoint(path)
+    except CheckpointError as e:  # about the file's name, never a server path
+        raise ValueError(_paths().scrub(e.for_user(Path(path).name))) from None
     ckpt.model.eval()
     return LoadedModel(ModelRef(f"{Path(path).stem} ({source})", path, source), ckpt, mtime_ns)
 
 
 def load_model(ref: ModelRef) -> LoadedModel:
     """Load (or fetch from the cache) a model; raises ``ValueError`` with a readable reason."""
+    from tfviz.classroom.cache import checkpoint_bytes
+
     p = Path(ref.path)
     if not p.is_file():
         raise ValueError(f"{p.name} is no longer there (deleted?) — pick another model")
-    return _load(str(p), p.stat().st_mtime_ns, ref.source)
+    key = (str(p), p.stat().st_mtime_ns, ref.source)
+    cache = model_cache()
+    if key in cache.keys():
+        return cache.get(key, lambda: _load(*key), size=lambda m: checkpoint_bytes(m.ckpt))
+    with st.spinner("Loading model…"):
+        return cache.get(key, lambda: _load(*key), size=lambda m: checkpoint_bytes(m.ckpt))
 
 
 def shipped(name: str) -> LoadedModel | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from .jobs import housekeeping
 from .models import LoadedModel, available_models, load_model
 from .teacher import teacher_panel
 from .uploads import upload_box
@@ -32,6 +33,7 @@ def model_picker(sidebar: bool = True, prefer: str | None = None) -> LoadedModel
     Until somebody picks a model (here, by an upload, or a page setting "model_path"), the
     picker's own choice is ``prefer`` when it is shipped, else the first model listed."""
     where = st.sidebar if sidebar else st
+    housekeeping()
     upload_box(where)
     refs = available_models()
     if not refs:

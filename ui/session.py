@@ -7,7 +7,8 @@ import uuid
 
 import streamlit as st
 
-SID = re.compile(r"[0-9a-f]{12}")
+SID = re.compile(r"[0-9a-f]{12}")  # tfviz.paths.SESSION_ID (importing tfviz loads torch: Home would
+# wait seconds for it before it shows anything); tests/test_app.py checks that they agree
 
 
 def session_id() -> str:

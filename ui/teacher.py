@@ -1,35 +1,49 @@
 """The teacher's sidebar panel (only when ``TFVIZ_TEACHER_KEY`` is set): unlock it with the key,
 then publish the selected trained/uploaded model to every session (``tfviz.publish``), or
-withdraw a published one."""
+withdraw a published one. The key's rules (a minimum length, one check per second server-wide,
+failures logged) are ``tfviz.classroom.teacher.TeacherKey``'s; this is the glue."""
 from __future__ import annotations
 
-import hmac
 import os
-import time
 from pathlib import Path
 
 import streamlit as st
 
 from .models import ModelRef, published_dir
+from .session import session_id
 
 
-def teacher_key() -> str:
-    return os.environ.get("TFVIZ_TEACHER_KEY", "")
+@st.cache_resource(max_entries=2)
+def _gate(key: str):
+    """The server's one turnstile for this key (every session's checks take turns at it)."""
+    from tfviz.classroom.teacher import TeacherKey
+
+    return TeacherKey(key)
+
+
+def gate():
+    return _gate(os.environ.get("TFVIZ_TEACHER_KEY", ""))
 
 
 def _check_teacher_key() -> None:
     """on_change of the key box: checked once per entry, then the box is cleared (the key is not
-    kept in session state). A wrong key costs a second, which makes guessing slow."""
+    kept in session state)."""
+    from tfviz.classroom.teacher import TooManyAttempts
+
     given = st.session_state.get("teacher_key", "") or ""
     st.session_state["teacher_key"] = ""
     if not given:
         return
-    if hmac.compare_digest(given.encode(), teacher_key().encode()):
+    try:
+        ok = gate().check(given, who=session_id())
+    except TooManyAttempts as e:
+        st.session_state["_teacher_wrong"] = f"{e}."
+        return
+    if ok:
         st.session_state["teacher"] = True
         st.session_state.pop("_teacher_wrong", None)
     else:
-        time.sleep(1.0)
-        st.session_state["_teacher_wrong"] = True
+        st.session_state["_teacher_wrong"] = "Wrong teacher key."
 
 
 def _publish(ref: ModelRef) -> None:
@@ -45,16 +59,18 @@ def _publish(ref: ModelRef) -> None:
 
 
 def teacher_panel(where, ref: ModelRef) -> None:
-    if not teacher_key():
+    if not os.environ.get("TFVIZ_TEACHER_KEY"):
         return
     from tfviz.publish import unpublish
 
     with where.expander("Teacher", icon=":material/school:"):
-        if not st.session_state.get("teacher"):
+        if gate().problem:
+            st.warning(f"The Teacher panel is off: {gate().problem}.")
+        elif not st.session_state.get("teacher"):
             st.text_input("Teacher key", type="password", key="teacher_key", on_change=_check_teacher_key,
                           help="Set by whoever started the server (TFVIZ_TEACHER_KEY).")
             if st.session_state.get("_teacher_wrong"):
-                st.error("Wrong teacher key.")
+                st.error(st.session_state["_teacher_wrong"])
         elif ref.source in ("trained", "uploaded"):
             if st.button("Publish this model to the class", key="teacher_publish",
                          icon=":material/campaign:"):

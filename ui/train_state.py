@@ -139,8 +139,13 @@ def unique_name(name: str) -> str:
 
 
 def submit(task, model_config, train_config, name: str) -> str:
+    """Start a job of this session; ValueError (JobLimitError, BudgetError, QuotaError) when the
+    server's limits refuse it, with the reason."""
+    from tfviz.classroom.disk import check_room
+    from tfviz.train.budget import estimate
     from ui.models import session_id
 
+    check_room(estimate(model_config, train_config).checkpoint, "this training's checkpoint")
     name = unique_name(name)
     return job_manager().submit(model_config, task, train_config, owner=session_id(), name=name,
                                 checkpoint=trained_dir() / f"{name}.safetensors")

@@ -5,9 +5,10 @@ from pathlib import Path
 
 
 def session_files(root: Path, sid: str) -> list[Path]:
-    """Every file (hidden ones too) a session keeps under the checkpoint folder."""
+    """Every file (hidden ones too) a session keeps under the checkpoint folder, but for the
+    marker of its last visit (``.seen``: tfviz.classroom.disk's expiry reads it)."""
     d = root / "user" / sid
-    return sorted(p for p in d.rglob("*") if p.is_file()) if d.exists() else []
+    return sorted(p for p in d.rglob("*") if p.is_file() and p != d / ".seen") if d.exists() else []
 
 
 # ------------------------------------------------------------------------------ hostile files

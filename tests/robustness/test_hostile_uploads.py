@@ -28,7 +28,10 @@ def good(tiny_zoo) -> bytes:
 @pytest.fixture
 def session(tmp_path, monkeypatch) -> Path:
     """save_upload outside a Streamlit run: this test's folder is the session's."""
-    folder = tmp_path / "user" / "0123456789ab"
+    from tfviz import paths
+
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    folder = paths.session_dir("0123456789ab")
     monkeypatch.setattr(uploads, "session_dir", lambda: folder)
     return folder
 
@@ -49,17 +52,17 @@ def test_save_upload_rejects(case, good, session, tmp_path):
 
 
 def test_session_quota_and_unexpected_errors(good, session, monkeypatch):
-    monkeypatch.setattr(uploads, "MAX_SESSION_UPLOAD_MB", len(good) * 1.5 / 2**20)
+    monkeypatch.setenv("TFVIZ_SESSION_UPLOAD_MB", str(len(good) * 1.5 / 2**20))
     uploads.save_upload("a.safetensors", good)
     with pytest.raises(ValueError, match=r"this session already keeps .* per session"):
         uploads.save_upload("b.safetensors", good)
-    monkeypatch.setattr(uploads, "MAX_SESSION_UPLOAD_MB", 200)
+    monkeypatch.setenv("TFVIZ_SESSION_UPLOAD_MB", "200")
 
     def explode(*a, **k):  # anything a file might trigger inside the loader is a rejection too
         raise RuntimeError("unexpected failure inside the loader")
 
-    import tfviz.train.checkpoint
-    monkeypatch.setattr(tfviz.train.checkpoint, "load_checkpoint", explode)
+    import tfviz.classroom.uploads
+    monkeypatch.setattr(tfviz.classroom.uploads, "load_checkpoint", explode)
     with pytest.raises(ValueError, match="not a usable tfviz checkpoint .RuntimeError"):
         uploads.save_upload("c.safetensors", good)
     assert [p.name for p in files_under(session)] == ["a.safetensors"]
