@@ -71,16 +71,15 @@ def step_through() -> None:
     q = query_picker("Query token", "att_query", qt,
                      inp.query if site.q_side == "tokens" else len(qt) - 1)
     s = explorer.step_inputs(arrays, site, layer, head, q)
-    kw = dict(bias_row=s.bias_row, mask_row=s.mask_row)
-    table = viz.step_through_table(s.q, s.K, kt, q, **kw)
-    ok, check = explorer.step_verdict(table["softmax"], viz.step_through_output(table, s.V), s)
+    table, ok, check = explorer.step_table(s, kt, q)
     st.latex(explorer.STEP_FORMULA.replace("D_K", str(len(s.q))))
     st.markdown(explorer.step_sentence(table, s, kt))
     if notes := explorer.step_notes(s, cfg, head):
         st.caption(notes)
     (st.success if ok else st.error)(check)
-    show(viz.step_through_figure(s.q, s.K, s.V, kt, q, query_token=qt[q], **kw,
-                                 title=f"Query '{qt[q]}' (pos {q}) step by step", subtitle=where),
+    show(viz.step_through_figure(s.q, s.K, s.V, kt, q, query_token=qt[q], bias_row=s.bias_row,
+                                 mask_row=s.mask_row, title=f"Query '{qt[q]}' (pos {q}) step by step",
+                                 subtitle=where),
          "att_step", data=table, filename=f"step-through-L{layer}-H{head}-q{q}")
 
 

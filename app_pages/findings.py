@@ -13,19 +13,11 @@ from tfviz.zoo import findings as zf
 from tfviz.zoo.measure import POS_TOKENS, heldout_conditions, pos_lengths
 from ui import cache
 from ui.figures import show
-from ui.models import ModelRef, load_model
+from ui.models import zoo_model
 from ui.widgets import metric_row
 
 SECTIONS = {"The \"it\" heads": "coref", "Induction heads": "induction",  # -> the seed of the claim
             "Positional extrapolation": "positional", "Cross-attention": "translate", "All models": "cost"}
-
-
-def zoo(name: str):
-    """The shipped zoo model ``name`` (loaded once per server), or None with a warning."""
-    if (path := zf.zoo_path(name, folder)).is_file():
-        return load_model(ModelRef(f"{name} (shipped)", str(path), "shipped"))
-    st.warning(f"The zoo model **{name}** is missing from {folder}: run "
-               f"`python -m tfviz.zoo build --only {name}`.")
 
 
 st.title("Findings")
@@ -41,7 +33,7 @@ if not cards:
 section = st.radio("Finding", list(SECTIONS), horizontal=True, key="finding")
 first, induction, positional, cross, everything = SECTIONS
 
-if section == first and (m := zoo("coref")):
+if section == first and (m := zoo_model("coref")):
     c1, c2 = st.columns(2)
     sentence = c1.radio("Mission sentence", [1, 2], horizontal=True, key="find_sentence",
                         format_func=lambda s: ["“… its application should be just.”",
@@ -55,19 +47,14 @@ if section == first and (m := zoo("coref")):
                        title=f"Where does '{d['tokens'][d['q_pos']]}' look? (live)"),
          key="find_coref_probe", data=pronoun_probe_frame(d["weights"], d["tokens"], d["candidates"]))
     claim = zf.coref_claim(cards["coref"])
-    a = claim["antecedent_head"]
-    metric_row(("test accuracy (card)", f"{100 * claim['accuracy']:.1f}%"),
-               (f"antecedent head L{a['layer']}H{a['head']} (card)", f"{100 * a['antecedent_max']:.1f}%",
-                dict(help="share of test sentences where, of the two nouns, it attends most to the referent")),
-               *[(f"→ {n}: L{live[n]['layer']}H{live[n]['head']} (live)", f"{live[n]['weight']:.2f}")
-                 for n in ("law", "application")])
+    metric_row(*zf.coref_metrics(claim, live))
     st.markdown(zf.coref_sentence(claim))
     roles = cache.head_table(m, explorer.sites(m.config)[0])  # as the Attention explorer's table
     st.markdown("Their roles on the task's own sentences (Attention explorer → Head roles):  \n"
                 + "  \n".join(explorer.role_line(roles, live[n]["layer"], live[n]["head"])
                                for n in ("law", "application")))
 
-elif section == induction and (m2 := zoo("induction-2L")) and (m1 := zoo("induction-1L")):
+elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_model("induction-1L")):
     contrast, pooled = zf.induction_contrast(cards["induction-2L"], cards["induction-1L"]), \
         "all held-out conditions (pooled)"
     two, c1, c2 = contrast["2L"], *st.columns(2)
@@ -81,10 +68,7 @@ elif section == induction and (m2 := zoo("induction-2L")) and (m1 := zoo("induct
                             value=value, title=f"Repeated tokens by position: {condition} (live)"),
          key="find_ind_curve", data=curves)
     st.caption(zf.repeat_curves_note(m2.config.max_len, two["train_length"]))
-    metric_row(*[item for k, s in ((k, contrast[k]) for k in ("2L", "1L")) for item in (
-        (f"{k}: repeat loss from position {s['train_length']} (card)", f"{s['beyond_loss']:.3f}",
-         dict(delta=f"chance {s['chance']:.2f}", delta_color="off")),
-        (f"{k}: max induction score (card)", f"{s['max_induction']:.2f}"))])
+    metric_row(*zf.induction_metrics(contrast))
     st.dataframe(zf.heldout_frame(cards["induction-2L"], cards["induction-1L"]).round(3),
                  hide_index=True, key="find_ind_heldout")
     st.markdown(zf.induction_sentence(contrast))
@@ -101,7 +85,7 @@ elif section == positional:
     L = zf.train_length(cards)
     where = "card"
     if st.button("Re-measure live", key="find_pos_live"):
-        models = {n: x for n in df["model"].unique() if (x := zoo(n))}
+        models = {n: x for n in df["model"].unique() if (x := zoo_model(n))}
         df, where = cache.extrapolation(models, pos_lengths(L), POS_TOKENS), "live"
     show(extrapolation_curves(df, L, title=f"Loss vs evaluation length ({where})"),
          key="find_pos_curves", data=df)
@@ -109,14 +93,13 @@ elif section == positional:
     st.dataframe(order.round(3), hide_index=True, key="find_pos_table")
     st.markdown(zf.positional_sentence(order, L))
 
-elif section == cross and (m := zoo("translate")):
-    n_layers, n_heads = m.config.n_layers, m.config.n_heads
+elif section == cross and (m := zoo_model("translate")):
     best = cards["translate"]["finding"]["best_head"]
     c1, c2, c3 = st.columns(3)
     task = m.ckpt.shared_task()
     index = c1.number_input("Test sentence", 0, len(task.examples("test")) - 1, 0, key="find_tr_index")
-    layer = c2.selectbox("Layer", range(n_layers), index=best["layer"], key="find_tr_layer")
-    head = c3.selectbox("Head", [-1, *range(n_heads)], index=1 + best["head"], key="find_tr_head",
+    layer = c2.selectbox("Layer", range(m.config.n_layers), index=best["layer"], key="find_tr_layer")
+    head = c3.selectbox("Head", [-1, *range(m.config.n_heads)], index=1 + best["head"], key="find_tr_head",
                         format_func=lambda h: "mean of heads" if h < 0 else f"head {h}")
     d = cache.translate_example(m, int(index), layer, None if head < 0 else head)
     show(cross_attention_alignment(d["pattern"], d["src_tokens"], d["tgt_tokens"], d["alignment"],

@@ -91,11 +91,8 @@ def rope() -> None:
         q_vec, k_vec, n = demo_vector(d_head, 0), demo_vector(d_head, 1), 0
         st.info("DEMO vectors (random, fixed): " + ("type a text above to rotate a real query." if uses else
                 "the selected model does not use RoPE. Pick a RoPE model in the sidebar for real ones."))
-    label = "real q/k" if real else "DEMO vectors"
-    f = float(freqs[pair])
-    anim = cache.rope_rotation(tuple(q_vec[2 * pair:2 * pair + 2].tolist()), f, n_pos,
-                               tuple(k_vec[2 * pair:2 * pair + 2].tolist()), n, pair,
-                               f"RoPE, {label}: pair {pair}, θ = {f:.4g}")
+    label, f = "real q/k" if real else "DEMO vectors", float(freqs[pair])
+    anim = cache.rope_rotation(q_vec, k_vec, pair, f, n_pos, n, f"RoPE, {label}: pair {pair}, θ = {f:.4g}")
     grid = rope_score_grid(q_vec, k_vec, freqs, n_pos).numpy()
     if real:
         st.caption(rope_caption(name, layer, head, (tokens[m], m), (tokens[n], n), grid[m, n], model_score))

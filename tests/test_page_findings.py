@@ -3,12 +3,11 @@ chart holds exactly what an independent recording / the card says."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import arr, chart, ok, open_page, rerun
+from apptest_helpers import arr, chart, ok, open_page
 
 import tfviz
 from tfviz.analysis import score_model

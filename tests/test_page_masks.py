@@ -27,6 +27,12 @@ def pattern(model, tokens, layer=0, head=0, **kw) -> np.ndarray:
     return rec[f"blocks.{layer}.attn.hook_pattern"][0, head].numpy()
 
 
+def shown(at) -> tuple[np.ndarray, np.ndarray]:
+    """(the mask grid, the masked pattern with NaN as 0) the page shows."""
+    return (arr(chart(at, "mask_grid")["data"][0]["z"]),
+            np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"])))
+
+
 def windowed(model, window, g=0):
     m = tfviz.Transformer(model.config.replace(window=window, global_tokens=g))
     m.load_state_dict(model.state_dict())
@@ -38,10 +44,9 @@ def test_causal_grid_and_pattern_are_the_models(tiny_zoo) -> None:
     ok(at)
     ck = load_checkpoint(tiny_zoo["tiny-coref"])
     ids = page_tokens(at, ck)
-    n = len(ids)
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), causal_mask(n, n).numpy())
-    z = arr(chart(at, "mask_pattern")["data"][0]["z"])
-    np.testing.assert_allclose(np.nan_to_num(z), pattern(ck.model, ids), atol=1e-6)
+    grid, z = shown(at)
+    assert np.array_equal(grid, causal_mask(len(ids), len(ids)).numpy())
+    np.testing.assert_allclose(z, pattern(ck.model, ids), atol=1e-6)
     assert at.metric[0].value == "0"
 
 
@@ -56,8 +61,8 @@ def test_sliding_window_and_global_local(tiny_zoo) -> None:
     ids = page_tokens(at, ck)
     n = len(ids)
     want = sliding_window_mask(n, n, 2, causal=True).numpy()
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), want)
-    z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
+    grid, z = shown(at)
+    assert np.array_equal(grid, want)
     assert np.all(z[~want] == 0.0), "attention outside the window must be exactly 0"
     np.testing.assert_allclose(z, pattern(windowed(ck.model, 2), ids, 1, 2), atol=1e-6)
     assert at.metric[0].value == "0"
@@ -69,8 +74,8 @@ def test_sliding_window_and_global_local(tiny_zoo) -> None:
     at.slider(key="mask_global").set_value(2).run()
     ok(at)
     want = (sliding_window_mask(n, n, 2, True) | (global_tokens_mask(n, n, 2) & causal_mask(n, n))).numpy()
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), want)
-    z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
+    grid, z = shown(at)
+    assert np.array_equal(grid, want)
     assert np.all(z[~want] == 0.0)
     np.testing.assert_allclose(z, pattern(windowed(ck.model, 2, 2), ids, 1, 2), atol=1e-6)
 
@@ -85,8 +90,8 @@ def test_padding_decoder_pads_on_the_left(tiny_zoo) -> None:
     n = len(ids)
     pads = torch.tensor([[True] * 4 + [False] * (n - 4)])
     want = (causal_mask(n, n) & padding_mask(pads)[0, 0]) | torch.eye(n, dtype=torch.bool)
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), want.numpy())
-    z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
+    grid, z = shown(at)
+    assert np.array_equal(grid, want.numpy())
     np.testing.assert_allclose(z, pattern(ck.model, ids, padding_mask=pads), atol=1e-6)
     assert np.all(z[4:, :4] == 0.0), "real tokens never look at the pads"
 
@@ -100,8 +105,8 @@ def test_encoder_window_is_bidirectional(tiny_zoo) -> None:
     ids = page_tokens(at, ck)
     n = len(ids)
     want = sliding_window_mask(n, n, 1, causal=False).numpy()
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), want)
-    z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
+    grid, z = shown(at)
+    assert np.array_equal(grid, want)
     np.testing.assert_allclose(z, pattern(windowed(ck.model, 1), ids), atol=1e-6)
     assert np.all(z[~want] == 0.0)
     # an encoder has no causal mask: editing a token moves every position's output
@@ -135,9 +140,8 @@ def test_encoder_decoder_both_stacks(tiny_zoo) -> None:
         for kind in ("padding", "global + local"):
             at.selectbox(key="mask_kind").select(kind).run()
             ok(at)
-            z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
-            grid = arr(chart(at, "mask_grid")["data"][0]["z"]).astype(bool)
-            assert np.all(z[~grid] == 0.0), (stack, kind)
+            grid, z = shown(at)
+            assert np.all(z[~grid.astype(bool)] == 0.0), (stack, kind)
     y = arr(chart(at, "mask_nopeek")["data"][0]["y"])
     p = at.slider(key="mask_edit_pos").value
     assert np.all(y[:p] == 0.0) and y[p:].max() > 0
@@ -150,6 +154,19 @@ def test_bad_text_gives_a_message_not_an_exception(tiny_zoo, text) -> None:
     at.text_area(key="mask_text").set_value(text).run()
     ok(at)
     assert at.warning or at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("text", ["law", "the law"], ids=["one-word", "two-words"])
+def test_one_and_two_word_texts_show_every_view(tiny_zoo, text) -> None:
+    """The shortest inputs ([BOS] + one or two words) still get the grid, the pattern and the
+    "no peeking" check, each the size of the input."""
+    at = open_page("masks", tiny_zoo["tiny-coref"], mask_text=text)
+    ok(at)
+    ids = page_tokens(at, load_checkpoint(tiny_zoo["tiny-coref"]))
+    assert len(ids) == 1 + len(text.split())
+    grid, z = shown(at)
+    assert grid.shape == z.shape == (len(ids), len(ids))
+    assert len(arr(chart(at, "mask_nopeek")["data"][0]["y"])) == len(ids)
 
 
 def test_text_is_fitted_to_each_model(tiny_zoo, tmp_path, monkeypatch) -> None:

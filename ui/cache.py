@@ -262,13 +262,19 @@ def generation(lm, prompt: str, src: str | None, n: int, temperature: float, top
 
 # ------------------------------------------------------------------------------ no model
 @st.cache_data(max_entries=32, show_spinner=False)
-def rope_rotation(q_pair: tuple, freq: float, n_pos: int, k_pair: tuple, n: int, pair: int,
-                  title: str):
-    """The RoPE animation (48 frames take a while to build)."""
+def _rope_rotation(q_pair: tuple, freq: float, n_pos: int, k_pair: tuple, n: int, pair: int,
+                   title: str):
     from tfviz.viz import rope_rotation_animation
 
     return rope_rotation_animation(q_pair, freq, range(n_pos), k=k_pair, k_position=n,
                                    pair_index=pair, title=title)
+
+
+def rope_rotation(q_vec, k_vec, pair: int, freq: float, n_pos: int, n: int, title: str):
+    """The RoPE animation of dimension pair ``pair`` of q (placed at positions 0..n_pos-1) and k
+    (at ``n``); 48 frames take a while to build, so it is cached by value."""
+    q, k = (tuple(float(x) for x in v[2 * pair:2 * pair + 2]) for v in (q_vec, k_vec))
+    return _rope_rotation(q, float(freq), n_pos, k, n, pair, title)
 
 
 @st.cache_data(show_spinner=False)

@@ -1,22 +1,26 @@
 """The models the app can show, and the one copy of each that every session shares.
 
-Sources, in the order the picker (``ui.picker``) lists them:
+Sources, in the order the picker (``ui.picker``) lists them — ``SOURCES``, the one registry:
   shipped    checkpoints/*.safetensors           trained by `python -m tfviz.zoo build`, in git
   published  checkpoints/published/*.safetensors  models the teacher chose to share with everyone
   trained    models this browser session trained (its jobs' checkpoints)
   uploaded   files this session uploaded (``ui.uploads``: validated, never unpickled)
+To add a source (e.g. pretrained folders on disk): one ``Source`` in ``SOURCES`` with a function
+listing its ``ModelRef``s and, when it is not a tfviz checkpoint, a ``load(path) -> Checkpoint``.
 
 A loaded model is cached once per server and shared by every session, in one
 ``tfviz.classroom.cache.ModelCache`` bounded by memory (``TFVIZ_MODEL_CACHE_MB``; least recently
-used models are dropped, a session still holding one keeps using it), so each forward goes through ``LoadedModel.record`` / ``LoadedModel.forward``, which hold that model's
-lock: recording attaches hooks to the module, and another session's forward must not run through
-them meanwhile. ``LoadedModel.key`` (path, mtime) is what every per-model cache is keyed on
-(``ui.cache``): a retrained file under the same name is another model.
+used models are dropped, a session still holding one keeps using it), so each forward goes through
+``LoadedModel.record`` / ``LoadedModel.forward``, which hold that model's lock: recording attaches
+hooks to the module, and another session's forward must not run through them meanwhile.
+``LoadedModel.key`` (path, mtime) is what every per-model cache is keyed on (``ui.cache``): a
+retrained file under the same name is another model.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,7 +55,7 @@ def session_dir() -> Path:
 class ModelRef:
     label: str
     path: str
-    source: str  # shipped | published | trained | uploaded
+    source: str  # the name of its Source in SOURCES
 
 
 @dataclass
@@ -102,10 +106,31 @@ def _scan(folder: Path, source: str) -> list[ModelRef]:
             for p in sorted(folder.glob("*.safetensors"))]
 
 
+def _checkpoint(path: str):
+    from tfviz.train.checkpoint import load_checkpoint
+
+    return load_checkpoint(path)
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str                                    # ModelRef.source, shown in the picker's labels
+    refs: Callable[[], list[ModelRef]]           # what it holds now (called on every page run)
+    load: Callable[[str], object] = _checkpoint  # path -> tfviz Checkpoint
+    private: bool = False                        # this session's own (the teacher may publish it)
+
+
+SOURCES: tuple[Source, ...] = (
+    Source("shipped", lambda: _scan(shipped_dir(), "shipped")),
+    Source("published", lambda: _scan(published_dir(), "published")),
+    Source("trained", lambda: _scan(session_dir() / "trained", "trained"), private=True),
+    Source("uploaded", lambda: _scan(session_dir() / "uploaded", "uploaded"), private=True),
+)
+SOURCE = {s.name: s for s in SOURCES}
+
+
 def available_models() -> list[ModelRef]:
-    refs = _scan(shipped_dir(), "shipped") + _scan(published_dir(), "published")
-    refs += _scan(session_dir() / "trained", "trained") + _scan(session_dir() / "uploaded", "uploaded")
-    return refs
+    return [ref for source in SOURCES for ref in source.refs()]
 
 
 @st.cache_resource
@@ -119,10 +144,9 @@ def model_cache():
 
 def _load(path: str, mtime_ns: int, source: str) -> LoadedModel:
     from tfviz.storage import CheckpointError
-    from tfviz.train.checkpoint import load_checkpoint
 
     try:
-        ckpt = load_checkpoint(path)
+        ckpt = SOURCE[source].load(path)
     except CheckpointError as e:  # about the file's name, never a server path
         raise ValueError(_paths().scrub(e.for_user(Path(path).name))) from None
     ckpt.model.eval()
@@ -134,7 +158,7 @@ def load_model(ref: ModelRef) -> LoadedModel:
     from tfviz.classroom.cache import checkpoint_bytes
 
     p = Path(ref.path)
-    if not p.is_file():
+    if not p.exists():  # a file, or a folder for a source that keeps models in folders
         raise ValueError(f"{p.name} is no longer there (deleted?) — pick another model")
     key = (str(p), p.stat().st_mtime_ns, ref.source)
     cache = model_cache()
@@ -151,6 +175,19 @@ def shipped(name: str) -> LoadedModel | None:
         return load_model(ModelRef(f"{name} (shipped)", str(path), "shipped"))
     except ValueError:
         return None
+
+
+def zoo_model(name: str) -> LoadedModel | None:
+    """The zoo model ``name`` (``tfviz.paths.zoo_dir``: the Findings page's models), or None with a
+    warning saying how to build it."""
+    from tfviz.zoo.findings import zoo_path
+
+    folder = _paths().zoo_dir()
+    if (path := zoo_path(name, folder)).is_file():
+        return load_model(ModelRef(f"{name} (shipped)", str(path), "shipped"))
+    st.warning(f"The zoo model **{name}** is missing from {folder}: run "
+               f"`python -m tfviz.zoo build --only {name}`.")
+    return None
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from .models import ModelRef, published_dir
+from .models import SOURCE, ModelRef, published_dir
 from .session import session_id
 
 
@@ -71,7 +71,7 @@ def teacher_panel(where, ref: ModelRef) -> None:
                           help="Set by whoever started the server (TFVIZ_TEACHER_KEY).")
             if st.session_state.get("_teacher_wrong"):
                 st.error(st.session_state["_teacher_wrong"])
-        elif ref.source in ("trained", "uploaded"):
+        elif SOURCE[ref.source].private:
             if st.button("Publish this model to the class", key="teacher_publish",
                          icon=":material/campaign:"):
                 _publish(ref)

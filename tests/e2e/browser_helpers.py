@@ -112,6 +112,29 @@ def visit(page, title: str, heading: str | None = None, shows: str | None = None
     return time.perf_counter() - t0
 
 
+def first_renders(page, title: str, times: int, heading: str | None = None,
+                  shows: str | None = None) -> list[float]:
+    """Open the page ``times`` times from the sidebar, going Home in between; the seconds each
+    took (``visit``). The page is left open."""
+    out = []
+    for i in range(times):
+        if i:
+            visit(page, "Home", "tfviz")
+        out.append(visit(page, title, heading, shows))
+    return out
+
+
+def switch(page, label: str, option: str, shows: str) -> float:
+    """Pick ``option`` in the page's selectbox ``label``; seconds until ``shows`` is on screen and
+    the run finished."""
+    from playwright.sync_api import expect
+
+    t0 = select(page, page, label, option)
+    expect(page.get_by_text(shows)).to_be_visible()
+    settle(page)
+    return time.perf_counter() - t0
+
+
 def chart_title(page, text: str) -> None:
     """Wait for a Plotly chart whose title contains ``text``, then for the run to finish."""
     page.locator(".js-plotly-plot .gtitle", has_text=text).first.wait_for(timeout=DEADLINE_MS)

@@ -3,7 +3,7 @@ re-renders quickly, and "Measure now" at tiny sizes (n = 256, 512; set with the 
 sliders) shows the measured figures and the KV-cache table. Prints p50/p95 timings."""
 import time
 
-from browser_helpers import SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title, report, rerun, settle, visit
+from browser_helpers import SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title, first_renders, report, rerun, settle
 from playwright.sync_api import expect
 
 
@@ -21,11 +21,7 @@ def charts(page) -> int:
 
 def test_cost_page(page, open_page, timings) -> None:
     open_page(page, "/")
-    firsts = []
-    for _ in range(3):
-        firsts.append(visit(page, "Cost", "Cost"))
-        visit(page, "Home", "tfviz")
-    firsts.append(visit(page, "Cost", "Cost"))
+    firsts = first_renders(page, "Cost", 4)
     expect(page.get_by_text("Honest windows.")).to_be_visible()
     expect(page.locator("[data-testid='stPlotlyChart']").first).to_be_visible()
     assert charts(page) == 2  # time + memory (reference) or FLOPs + memory (analytic)

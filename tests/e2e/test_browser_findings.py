@@ -2,7 +2,7 @@
 prints p50/p95 of the first render and of switching sections / controls."""
 import time
 
-from browser_helpers import SCREENSHOTS, click_radio, report, rerun, visit
+from browser_helpers import SCREENSHOTS, click_radio, first_renders, report, rerun
 from playwright.sync_api import expect
 
 SECTIONS = ["Induction heads", "Positional extrapolation", "Cross-attention", "All models",
@@ -11,11 +11,8 @@ SECTIONS = ["Induction heads", "Positional extrapolation", "Cross-attention", "A
 
 def test_findings_page(page, open_page, timings) -> None:
     open_page(page, "/")
-    firsts = []
-    for _ in range(4):  # the first one loads the zoo models and builds the coref task
-        firsts.append(visit(page, "Findings", "Findings", "Where does 'its' look? (live)"))
-        visit(page, "Home", "tfviz", "Guided tour")
-    firsts.append(visit(page, "Findings", "Findings", "Where does 'its' look? (live)"))
+    # the first one loads the zoo models and builds the coref task
+    firsts = first_renders(page, "Findings", 5, shows="Where does 'its' look? (live)")
     expect(page.locator("[data-testid='stMetricValue']").first).to_be_visible()
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

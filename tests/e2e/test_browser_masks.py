@@ -1,34 +1,22 @@
 """Masks page in a real browser: renders for a decoder, switching the mask and the head re-renders
 quickly, and the "no peeking" numbers show an exact 0. Prints p50/p95 timings."""
-import time
-
-from browser_helpers import SCREENSHOTS, assert_ticks_apart, report, select, settle, visit
+from browser_helpers import SCREENSHOTS, assert_ticks_apart, first_renders, report, settle, switch
 from playwright.sync_api import expect
 
 
 def test_masks_page(page, open_page, timings) -> None:
     open_page(page, "/")
-    firsts = []
-    for _ in range(2):
-        firsts.append(visit(page, "Masks", "Masks"))
-        visit(page, "Home", "tfviz")
-    firsts.append(visit(page, "Masks", "Masks"))
+    firsts = first_renders(page, "Masks", 3)
     expect(page.get_by_text("causal / full mask —")).to_be_visible()
     expect(page.locator("[data-testid='stMetricValue']").first).to_have_text("0")
 
     switches = []
     for kind in ("sliding window", "global + local", "padding"):
-        t0 = select(page, page, "Mask", kind)
-        expect(page.get_by_text(f"{kind} mask —")).to_be_visible()
-        settle(page)
-        switches.append(time.perf_counter() - t0)
+        switches.append(switch(page, "Mask", kind, f"{kind} mask —"))
         if kind == "sliding window":
             page.screenshot(path=str(SCREENSHOTS / "masks_sliding_window.png"))
     for head in ("1", "3"):
-        t0 = select(page, page, "Head", head)
-        expect(page.get_by_text(f"Layer 0 head {head} under this mask")).to_be_visible()
-        settle(page)
-        switches.append(time.perf_counter() - t0)
+        switches.append(switch(page, "Head", head, f"Layer 0 head {head} under this mask"))
     page.get_by_text("No peeking: edit a later token").scroll_into_view_if_needed()
     expect(page.get_by_text("before p (positions 0–")).to_be_visible()
 

@@ -2,7 +2,7 @@
 with a real recorded query), switch schemes and heads, play the rotation. Prints p50/p95."""
 import time
 
-from browser_helpers import SCREENSHOTS, chart_title, report, select, settle, visit
+from browser_helpers import SCREENSHOTS, chart_title, report, settle, switch, visit
 from playwright.sync_api import expect
 
 
@@ -40,9 +40,6 @@ def test_positional_page(page, open_page, timings) -> None:
         if section == "Sinusoidal":
             page.screenshot(path=str(SCREENSHOTS / "positional_sinusoidal.png"))
     for head in ("1", "3"):
-        t0 = select(page, page, "Head", head)
-        expect(page.get_by_text(f"head {head}, before rotation")).to_be_visible()
-        settle(page)
-        switches.append(time.perf_counter() - t0)
+        switches.append(switch(page, "Head", head, f"head {head}, before rotation"))
 
     print(report(timings, "positional", firsts, switches))

@@ -23,6 +23,7 @@ from ..model.hooks import hook_name, parse_hook_name, stack_layers
 from ..recording import record
 from ..tasks.base import collate
 from ..tasks.coref import CATEGORIES
+from ..viz.step_through import step_through_output, step_through_table
 from .heads import LABELS, head_scores, induction_probe, score_model
 
 ATTN_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_pos_bias",
@@ -275,6 +276,14 @@ def step_verdict(softmax, z, inputs: StepInputs) -> tuple[bool, str]:
     ok = max(d_soft, d_z) < STEP_TOLERANCE
     return ok, (f"{'✓' if ok else '✗'} softmax = recorded hook_pattern row (max |Δ| = {d_soft:.1e}); "
                 f"z = Σ softmax·v = recorded hook_z (max |Δ| = {d_z:.1e})")
+
+
+def step_table(inputs: StepInputs, k_tokens: Sequence[str], query: int):
+    """The formula stepped through for one query (``viz.step_through_table``: one row per key)
+    and whether it reproduces the recording -> (table, ok, the sentence saying so)."""
+    table = step_through_table(inputs.q, inputs.K, k_tokens, query, bias_row=inputs.bias_row,
+                               mask_row=inputs.mask_row)
+    return (table, *step_verdict(table["softmax"], step_through_output(table, inputs.V), inputs))
 
 
 def step_sentence(table, inputs: StepInputs, k_tokens: Sequence[str]) -> str:
