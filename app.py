@@ -1,12 +1,12 @@
 """tfviz entry point: page setup and navigation. Run with `bash scripts/app.sh`.
 
-To add a page: create app_pages/<name>.py and add one line to ui.navigation.PAGES (the sidebar
-and Home's guided tour both come from that list).
+To add a page: create app_pages/<name>.py and add one [[page]] entry to ui/pages.toml (the
+sidebar and Home's guided tour both come from that list).
 Pages import shared helpers from `ui/` (Streamlit) and `tfviz/` (the library), never from this file.
 """
 import streamlit as st
 
-from ui.models import session_id
+from ui.session import session_id
 from ui.navigation import navigation
 
 
@@ -17,5 +17,5 @@ if __name__ == "__main__":
     # Every run (Home included) keeps ?sid=… in the URL: a page switch drops the query string, and
     # the id is what finds this browser's jobs and uploads again after a reload.
     session_id()
-    # Pages that show a model render the sidebar picker themselves (ui.models.current_model).
+    # Pages that show a model render the sidebar picker themselves (ui.picker.current_model).
     navigation().run()

@@ -1,51 +1,52 @@
-"""Attention explorer: every head of the selected model on your text, from one recorded forward.
-
-Input -> one recording (cached) -> tabs that re-slice it: one head's heatmap, every layer × head,
-bertviz-style lines, the formula stepped through for one query on the recorded numbers (and
-checked against the recorded pattern and z), head roles, and (coreference models) the pronoun probe.
-"""
-import numpy as np
+"""Attention explorer: one recorded forward (cached per model and input), re-sliced by tabs:
+one head, every head, lines, the formula stepped through (checked against the recording), head
+roles, the pronoun probe."""
 import streamlit as st
 
 from tfviz import viz
-from tfviz.analysis import LABELS, SOURCES, explorer, pronoun_probe
-from ui import attention_state as state
+from tfviz.analysis import explorer, labels_markdown, pronoun_probe
+from ui import cache
 from ui.figures import npz_download, show
-from ui.models import current_model
+from ui.inputs import model_input
+from ui.picker import current_model
+from ui.widgets import forget_on_model_change, query_picker, remember_table_heads, site_layer_head
 
 TABS = ["Heatmap", "All heads", "Lines", "Step-through", "Head roles", "Pronoun probe"]
+MODEL_KEYS = ("att_site", "att_layer", "att_head", "att_query", "lines_query", "lines_orientation",
+              "probe_source", "probe_query", "_att_seen_grid", "_att_seen_table", "_att_table_heads")
 GRID_CSV_CELLS = 120_000  # larger grids: CSV of the selected head only (NPZ has everything)
 
 st.title("Attention explorer")
 st.caption("Rows are **queries** (the token doing the looking), columns **keys** (the tokens "
            "looked at); each row sums to 1. Every number is recorded from the real model.")
-loaded = current_model()
-cfg = loaded.config
-state.reset_on_model_change(loaded.ref.path)
-inp = state.input_panel(loaded)
-arrays = state.recorded(loaded, inp.key) if inp is not None else None
-if arrays is None:
+lm = current_model()
+cfg = lm.config
+forget_on_model_change(lm, "att", MODEL_KEYS)
+if (inp := model_input(lm, "att")) is None:
     st.stop()
-site, layer, head = state.head_picker(cfg)
+try:
+    arrays = cache.record(lm, inp.key)
+except ValueError as e:
+    st.error(f"The model cannot run on this input: {e}")
+    st.stop()
+site, layer, head = site_layer_head(cfg, "att")
 qt, kt = inp.side(site.q_side), inp.side(site.k_side)
 pattern = arrays[site.name(layer, "hook_pattern")][0, head]  # [q_pos, k_pos]
 where = f"{site.label} · layer {layer} · head {head}"
 
 
 def heatmap(key: str) -> None:
-    if site.is_self:
-        fig = viz.head_heatmap(pattern, qt, kt, title=where)
-    else:
-        fig = viz.cross_attention_alignment(pattern, kt, qt, inp.alignment, title=where)
+    fig = viz.head_heatmap(pattern, qt, kt, title=where) if site.is_self else \
+        viz.cross_attention_alignment(pattern, kt, qt, inp.alignment, title=where)
     show(fig, key, data=viz.pattern_frame(pattern, qt, kt), filename=f"{site.label} L{layer} H{head}")
 
 
 def all_heads() -> None:
     stack = explorer.layer_stack(arrays, site)  # [layer, head, q_pos, k_pos]
-    fig = viz.heads_grid(stack, qt, kt, selected=(layer, head),
-                         title=f"{site.label}: every layer × head (click a tile)")
     small = stack.size <= GRID_CSV_CELLS  # else the CSV holds the selected head (NPZ: all)
-    show(fig, "att_grid", data=viz.pattern_frame(stack if small else pattern, qt, kt),
+    show(viz.heads_grid(stack, qt, kt, selected=(layer, head),
+                        title=f"{site.label}: every layer × head (click a tile)"),
+         "att_grid", data=viz.pattern_frame(stack if small else pattern, qt, kt),
          on_select="rerun", filename="attention-all-heads")
     st.caption(f"Selected (red outline): **layer {layer}, head {head}** — shown below."
                + ("" if small else " The CSV holds the selected head; every head is in the NPZ "
@@ -55,102 +56,68 @@ def all_heads() -> None:
 
 def lines() -> None:
     c1, c2, c3 = st.columns([2, 1, 1])
-    q = state.query_picker("Query token", "lines_query", qt, -1, every=True, where=c1)
+    q = query_picker("Query token", "lines_query", qt, -1, every=True, where=c1)
     st.session_state.setdefault("lines_orientation", "horizontal" if len(qt) > 40 else "vertical")
     orient = c2.radio("Layout", ["vertical", "horizontal"], key="lines_orientation")
     every = c3.toggle("Every head of the layer", key="lines_all_heads")
     stack = arrays[site.name(layer, "hook_pattern")][0]  # [head, q_pos, k_pos]
-    fig = viz.line_view(stack, qt, kt, selected=None if q < 0 else q,
-                        heads=None if every else [head], orientation=orient,
-                        title=f"{site.label} · layer {layer}" + ("" if every else f" · head {head}"))
-    show(fig, "att_lines", data=viz.pattern_frame(stack if every else pattern, qt, kt))
+    show(viz.line_view(stack, qt, kt, selected=None if q < 0 else q,
+                       heads=None if every else [head], orientation=orient,
+                       title=f"{site.label} · layer {layer}" + ("" if every else f" · head {head}")),
+         "att_lines", data=viz.pattern_frame(stack if every else pattern, qt, kt))
 
 
 def step_through() -> None:
-    q = state.query_picker("Query token", "att_query", qt,
-                           inp.query if site.q_side == "tokens" else len(qt) - 1)
+    q = query_picker("Query token", "att_query", qt,
+                     inp.query if site.q_side == "tokens" else len(qt) - 1)
     s = explorer.step_inputs(arrays, site, layer, head, q)
-    kw = dict(bias_row=s.bias_row, mask_row=s.mask_row)
-    table = viz.step_through_table(s.q, s.K, kt, q, **kw)
-    z = viz.step_through_output(table, s.V)
-    d_soft, d_z = explorer.step_check(table["softmax"], z, s)
-    st.latex(r"z_i=\sum_j \mathrm{softmax}_j\Big(\mathrm{mask}_j\big(\tfrac{q_i\cdot k_j}"
-             rf"{{\sqrt{{d_k}}}}+b_{{ij}}\big)\Big)\,v_j \qquad d_k={len(s.q)}")
-    j = int(np.argmax(table["softmax"]))
-    r = table.iloc[j]
-    bias = "" if s.bias_row is None else f" → + bias {s.bias_row[j]:.3f} = {r['+bias']:.3f}"
-    st.markdown(f"Largest weight: key `{kt[j]}` (pos {j}): q·k = {r['q·k']:.3f} → ÷√{len(s.q)} = "
-                f"{r['q·k/√d']:.3f}{bias} → softmax **{r['softmax']:.3f}** · "
-                f"{int((~s.mask_row).sum())} of {len(kt)} keys masked (−∞)")
-    notes = ["q and k are the RoPE-rotated vectors (hook_rot_q, hook_rot_k)" if s.rotated else "",
-             f"bias = row of hook_pos_bias ({cfg.pos})" if s.bias_row is not None else "",
-             f"query head {head} reads kv head {s.kv_head} (n_heads {cfg.n_heads}, n_kv_heads "
-             f"{cfg.n_kv_heads})" if cfg.n_kv_heads != cfg.n_heads else ""]
-    if any(notes):
-        st.caption(" · ".join(n for n in notes if n))
-    ok = max(d_soft, d_z) < 1e-4
-    (st.success if ok else st.error)(
-        f"{'✓' if ok else '✗'} softmax = recorded hook_pattern row (max |Δ| = {d_soft:.1e}); "
-        f"z = Σ softmax·v = recorded hook_z (max |Δ| = {d_z:.1e})")
-    fig = viz.step_through_figure(s.q, s.K, s.V, kt, q, query_token=qt[q], **kw,
-                                  title=f"{where} · query '{qt[q]}' (pos {q}) step by step")
-    show(fig, "att_step", data=table, filename=f"step-through-L{layer}-H{head}-q{q}")
+    table, ok, check = explorer.step_table(s, kt, q)
+    st.latex(explorer.STEP_FORMULA.replace("D_K", str(len(s.q))))
+    st.markdown(explorer.step_sentence(table, s, kt))
+    if notes := explorer.step_notes(s, cfg, head):
+        st.caption(notes)
+    (st.success if ok else st.error)(check)
+    show(viz.step_through_figure(s.q, s.K, s.V, kt, q, query_token=qt[q], bias_row=s.bias_row,
+                                 mask_row=s.mask_row, title=f"Query '{qt[q]}' (pos {q}) step by step",
+                                 subtitle=where),
+         "att_step", data=table, filename=f"step-through-L{layer}-H{head}-q{q}")
 
 
 def head_roles() -> None:
     try:
-        df = state.head_table(loaded, site)
+        df = cache.head_table(lm, site)
     except ValueError as e:
-        st.info(str(e))
-        return
-    state.remember_table(df)
+        return st.info(str(e))
+    remember_table_heads("att", df)
     st.dataframe(df.round(3), key="att_table", on_select="rerun", selection_mode="single-row",
                  hide_index=True, width="stretch")
-    inputs = sorted(set(df.attrs.get("inputs", {}).values()))
-    st.caption("Pick a row to show that head. Scored on: " + "; ".join(inputs))
-    with st.expander("What the labels mean"):
-        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in LABELS.items()))
-        st.markdown("\n".join(f"- *{k}*: {v}" for k, v in SOURCES.items()))
-    row = df[(df["layer"] == layer) & (df["head"] == head)]
-    if len(row):
-        lab = row["label"].iloc[0]
-        st.markdown(f"**Layer {layer}, head {head}: {lab}** — {LABELS.get(lab, '')}")
+    st.caption("Pick a row to show that head. Scored on: "
+               + "; ".join(sorted(set(df.attrs.get("inputs", {}).values()))))
+    st.expander("What the labels mean").markdown(labels_markdown())
+    st.markdown(explorer.role_line(df, layer, head))
     heatmap("att_table_head")
 
 
 def probe() -> None:
-    task = state.task_of(loaded)
-    if state.task_name(loaded) != "coref" or not hasattr(task, "mission_sentences"):
-        st.info("The pronoun probe is for coreference models (task “coref”): pick one in the "
-                "sidebar, e.g. one trained on the Train page with the coref task.")
-        return
-    missions = task.mission_sentences()
-    choices = [f"Mission sentence {i + 1}" for i in range(len(missions))] + ["The input above"]
-    pick = st.radio("Sentence", choices, key="probe_source", horizontal=True)
-    if pick == choices[-1]:
-        ids, tokens, meta = inp.ids, inp.tokens, inp.meta
-    else:
-        e = missions[choices.index(pick)]
-        ids, tokens, meta = list(e.tokens), loaded.tokenizer.tokens_of(e.tokens), e.meta
-        st.markdown(f"> {e.text}")
-    rec = state.recorded(loaded, (tuple(ids),))
-    candidates = explorer.probe_candidates(tokens, meta)
-    queries = sorted(set(explorer.pronoun_positions(tokens)) | {int(meta.get("query_index", -1))}
-                     - {-1})
-    if rec is None or not queries or not candidates:
-        st.info("This sentence needs an 'it'/'its' and candidate nouns (e.g. 'the law').")
-        return
-    q = state.query_picker("Pronoun (query)", "probe_query", tokens, queries[-1])
-    P = explorer.layer_stack(rec, explorer.sites(cfg)[0])  # [layer, head, q_pos, k_pos]
-    df = pronoun_probe(P, q, candidates)
-    for name, heads in explorer.probe_summary(df, list(candidates)).items():
-        who = ", ".join(f"L{lh[0]}·H{lh[1]} ({lh[2]:.2f})" for lh in heads) or \
-            "no head (none puts ≥ 0.1 and 1.5× the other candidates' weight on it)"
-        st.markdown(f"Heads resolving `{tokens[q]}` → **'{name}'**: {who}")
-    w = P[:, :, q, :]
-    fig = viz.pronoun_probe(w, tokens, candidates, pronoun_index=q,
-                            title=f"Where does '{tokens[q]}' (pos {q}) look, in every head?")
-    show(fig, "att_probe", data=viz.pronoun_probe_frame(w, tokens, candidates))
+    task = cache.task_of(lm)
+    if lm.task_name != "coref" or not hasattr(task, "mission_sentences"):
+        return st.info("The pronoun probe is for coreference models (task “coref”): pick one in "
+                       "the sidebar, e.g. one trained on the Train page with the coref task.")
+    sentences = explorer.probe_sentences(task, inp, "The input above")
+    ids, tokens, meta, text = sentences[st.radio("Sentence", list(sentences), key="probe_source",
+                                                 horizontal=True)]
+    if text:
+        st.markdown(f"> {text}")
+    candidates, queries = explorer.probe_candidates(tokens, meta), explorer.probe_queries(tokens, meta)
+    if not queries or not candidates:
+        return st.info("This sentence needs an 'it'/'its' and candidate nouns (e.g. 'the law').")
+    q = query_picker("Pronoun (query)", "probe_query", tokens, queries[-1])
+    P = explorer.layer_stack(cache.record(lm, (tuple(ids),)), explorer.sites(cfg)[0])
+    df = explorer.with_roles(pronoun_probe(P, q, candidates), cache.head_table(lm, explorer.sites(cfg)[0]))
+    st.markdown("  \n".join(explorer.probe_lines(df, list(candidates), tokens[q])))
+    show(viz.pronoun_probe(P[:, :, q], tokens, candidates, pronoun_index=q,
+                           title=f"Where does '{tokens[q]}' (pos {q}) look, in every head?"),
+         "att_probe", data=viz.pronoun_probe_frame(P[:, :, q], tokens, candidates))
     st.dataframe(df.round(3), hide_index=True)
 
 
@@ -160,6 +127,4 @@ for tab, render in zip(tabs, [lambda: heatmap("att_heatmap"), all_heads, lines, 
     if tab.open:
         with tab:
             render()
-with st.expander("Download the recorded tensors"):
-    st.caption(", ".join(f"{k} {list(v.shape)}" for k, v in list(arrays.items())[:12]) + " …")
-    npz_download(arrays, "att_npz", filename="attention-recording.npz")
+npz_download(arrays, "att_npz", filename="attention-recording.npz")

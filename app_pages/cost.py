@@ -3,21 +3,24 @@ times and peak memory measured here from the model's own attention kernels; the 
 MHA / GQA / MQA read from real cache tensors; generation with and without the cache."""
 import streamlit as st
 
-from tfviz.bench.attention import analytic_frame, ratio_table
+from tfviz.bench import live
+from tfviz.bench.attention import LABELS, analytic_frame, label, ratio_table
+from tfviz.device import cpu_count
 from tfviz.viz import (analytic_figure, compact, kv_cache_figure, memory_figure, speed_figure,
                        time_figure)
-from ui import cost_state as cs
-from tfviz.device import cpu_count
+from ui import bench
 from ui.figures import show
-from ui.models import current_model
+from ui.picker import current_model
+
+RESULT = "cost_result"
 
 st.title("Cost")
 st.caption("Full attention scores every (query, key) pair: O(n²) time and memory. A sliding window "
            "of w keys needs only n·(w+1) pairs: O(n·w). Below, the formulas (dashed) beside what "
            f"this machine measures running the model's own attention kernels on one layer "
-           f"({cs.HEADS} heads × d_head {cs.D_HEAD}, batch {cs.BATCH}, float32, causal).")
+           f"({live.HEADS} heads × d_head {live.D_HEAD}, batch {live.BATCH}, float32, causal).")
 current_model(required=False)  # the sidebar picker, as on every page (not used here)
-dev = cs.device()
+dev = bench.device()
 gpu = dev == "cuda"
 
 c = st.columns([3, 2, 2, 2, 2])
@@ -27,65 +30,67 @@ window = c[1].select_slider("window w", [16, 32, 64, 128, 256], 128, key="cost_w
 pass_ = c[2].radio("pass", ["fwd", "fwd+bwd"], index=int(gpu), key="cost_pass",
                    format_func={"fwd": "forward", "fwd+bwd": "forward + backward"}.get)
 repeats = c[3].slider("repeats", 1, 5, 2, key="cost_repeats", help="the median is reported")
-threads = c[4].selectbox("CPU threads", range(1, cpu_count() + 1), cs.default_threads() - 1,
+threads = c[4].selectbox("CPU threads", range(1, cpu_count() + 1), live.default_threads(cpu_count()) - 1,
                          key="cost_threads", disabled=gpu,
                          help="On a busy machine (a class on one server) 1 thread gives steadier times.")
 if not gpu and (max_n > 4096 or pass_ == "fwd+bwd"):
     st.warning(f"n up to {max_n:,}{' with the backward pass' if pass_ == 'fwd+bwd' else ''} can take "
                "a minute or more on a laptop CPU, and the class waits: variants predicted to pass "
                "the 2-minute limit, or 2 GiB of memory, are skipped (the figures say where).")
-settings = cs.Settings(max_n, window, pass_, repeats, threads, dev)
+settings = live.Settings(max_n, window, pass_, repeats, threads, dev)
 if st.button("Measure now", key="measure", type="primary", icon=":material/timer:"):
     bar = st.progress(0.0, text="Starting…")
     try:
-        st.session_state[cs.RESULT_KEY] = cs.measure(settings, lambda f, t: bar.progress(f, text=t))
-    except cs.Busy as e:
+        st.session_state[RESULT] = bench.measure(settings, lambda f, t: bar.progress(f, text=t))
+    except bench.Busy as e:
         st.warning(str(e))
     except ValueError as e:
         st.error(f"Could not measure: {e}")
     bar.empty()
 
-result = st.session_state.get(cs.RESULT_KEY)
-ref = None if result else cs.reference(dev)
+result = st.session_state.get(RESULT)
+ref = None if result else bench.reference(dev)
 if result:
     df, used = result["attention"], result["settings"]
-    st.success(f"Measured on this machine: {cs.describe(result['machine'])} — n = "
+    st.success(f"Measured on this machine: {live.describe(result['machine'])} — n = "
                f"{', '.join(map(str, used.ns))}, w = {used.window}, {used.repeats} repeat(s), "
                f"took {result['seconds']:.1f} s.", icon=":material/speed:")
-    pass_shown = used.pass_
+    pass_shown, clock = used.pass_, live.time_column(used.device, used.threads, df.columns)
 elif ref is not None:
     df, meta = ref
     st.info(f"Nothing measured in this session yet. Shown: a **reference** measured on "
-            f"{cs.describe(meta)}.\n\nCommand: `{meta.get('command', 'python -m tfviz.bench attention')}`"
+            f"{live.describe(meta)}.\n\nCommand: `{meta.get('command', 'python -m tfviz.bench attention')}`"
             "\n\nPress **Measure now** for this machine's own numbers.", icon=":material/history:")
     pass_shown = pass_ if pass_ in set(df["pass"]) else df["pass"].iloc[0]
+    clock = live.time_column(meta.get("device", "cpu"), meta.get("threads"), df.columns)
 else:
     df = None
     st.info("Nothing measured yet: the curves below are the formulas only. Press **Measure now**.")
 
 if df is not None:
-    show(compact(time_figure(df, pass_shown)), key="cost_time", data=df, filename="attention-time")
-    show(compact(memory_figure(df, pass_shown)), key="cost_memory", data=df, filename="attention-memory")
-    st.caption("Solid: measured (median wall time; peak memory the call allocated). Dashed: analytic "
+    show(compact(time_figure(df, pass_shown, labels=LABELS, time_col=clock[0],
+                             y_title=f"{clock[1]} per call (s)")),
+         key="cost_time", data=df, filename="attention-time")
+    show(compact(memory_figure(df, pass_shown, labels=LABELS)), key="cost_memory", data=df,
+         filename="attention-memory")
+    st.caption(f"Solid: measured ({clock[2]}; peak memory the call allocated). Dashed: analytic "
                "— memory from the formula as is; time = FLOPs at the variant's own measured speed "
                "(only the slope is predicted). Log-log: slope 2 = O(n²), slope 1 = O(n·w).")
-    ratios = ratio_table(df, pass_shown)
+    ratios = ratio_table(df, pass_shown, time_col=clock[0])
     st.dataframe(ratios, hide_index=True, key="cost_ratios", column_config={
-        **{k: st.column_config.NumberColumn(label, format="%.2f×") for k, label in (
-            ("time", "time (measured)"), ("flops", "FLOPs (analytic)"),
+        **{k: st.column_config.NumberColumn(name, format="%.2f×") for k, name in (
+            ("time", f"{clock[1]} (measured)"), ("flops", "FLOPs (analytic)"),
             ("peak", "peak memory (measured)"), ("bytes_analytic", "memory (analytic)"))}})
     skipped = df[(df["pass"] == pass_shown) & (df["skipped"].astype(str) != "")]
     for _, r in skipped.drop_duplicates(["n", "variant"]).iterrows():
-        st.caption(f"n = {r['n']}, {r['variant']}: {r['skipped']}")
+        st.caption(f"n = {r['n']}, {label(r['variant'])}: {r['skipped']}")
+    st.markdown(live.honest_windows(df, pass_shown, clock[0]))
 else:
-    frame = analytic_frame(settings.ns, window, cs.HEADS, cs.D_HEAD, cs.BATCH, passes=(pass_,),
+    frame = analytic_frame(settings.ns, window, live.HEADS, live.D_HEAD, live.BATCH, passes=(pass_,),
                            device=dev)
-    show(compact(analytic_figure(frame, "flops", pass_)), key="cost_flops", data=frame)
-    show(compact(analytic_figure(frame, "bytes", pass_)), key="cost_bytes", data=frame)
-st.markdown("**Honest windows.** A window applied as a mask over the full n×n scores "
-            "(*window-masked*) costs as much as full attention — every score is still computed, "
-            "then thrown away; only the banded kernel (*window-banded*), which computes just the "
-            "band, makes it O(n·w).")
+    show(compact(analytic_figure(frame, "flops", pass_, labels=LABELS)), key="cost_flops", data=frame)
+    show(compact(analytic_figure(frame, "bytes", pass_, labels=LABELS)), key="cost_bytes", data=frame)
+    st.markdown(live.honest_windows(frame, pass_))
 
 st.subheader("KV cache: MHA vs GQA vs MQA")
 st.caption("Generating token t reuses the keys and values of tokens 0…t−1 from a cache instead of "

@@ -3,37 +3,21 @@
 Numbers marked "card" were measured when the zoo was built; "live" ones are recomputed here from
 the checkpoints. Shared models are read under their lock.
 """
-import contextlib
-from pathlib import Path
-
 import streamlit as st
 
+from tfviz.analysis import explorer
+from tfviz.paths import zoo_dir
 from tfviz.viz import (cross_attention_alignment, extrapolation_curves, head_score_bars, paired_bars,
                        pronoun_probe, pronoun_probe_frame, repeat_by_position)
-from tfviz.paths import zoo_dir
 from tfviz.zoo import findings as zf
-from tfviz.zoo.cards import read_cards
-from tfviz.zoo.measure import extrapolation, heldout_conditions
+from tfviz.zoo.measure import POS_TOKENS, heldout_conditions, pos_lengths
+from ui import cache
 from ui.figures import show
-from ui.models import ModelRef, load_model
+from ui.models import zoo_model
+from ui.widgets import metric_row
 
-SECTIONS = ["The \"it\" heads", "Induction heads", "Positional extrapolation", "Cross-attention",
-            "All models"]
-
-
-@st.cache_data(show_spinner=False)
-def _cards(folder: str, stamp: tuple) -> dict:
-    return read_cards(folder)
-
-
-def zoo(name: str):
-    """The shipped zoo model ``name`` (loaded once per server), or None with a warning."""
-    path = zf.zoo_path(name, folder)
-    if not path.is_file():
-        st.warning(f"The zoo model **{name}** is missing from {folder}: run "
-                   f"`python -m tfviz.zoo build --only {name}`.")
-        return None
-    return load_model(ModelRef(f"{name} (shipped)", str(path), "shipped"))
+SECTIONS = {"The \"it\" heads": "coref", "Induction heads": "induction",  # -> the seed of the claim
+            "Positional extrapolation": "positional", "Cross-attention": "translate", "All models": "cost"}
 
 
 st.title("Findings")
@@ -41,15 +25,15 @@ st.caption("Each result below was measured on models tfviz trained itself (`pyth
            "build`, CPU, fixed seeds). **card** = measured at build time; **live** = recomputed "
            "now from the same checkpoint.")
 folder = zoo_dir()
-cards = _cards(str(folder), tuple(sorted((p.name, p.stat().st_mtime_ns)
-                                         for p in Path(folder).glob("*.safetensors"))))
+cards = cache.zoo_cards(folder)
 if not cards:
     st.warning(f"No zoo models in {folder}. Build them with `python -m tfviz.zoo build` "
                "(about 15 minutes on a laptop CPU).")
     st.stop()
-section = st.radio("Finding", SECTIONS, horizontal=True, key="finding")
+section = st.radio("Finding", list(SECTIONS), horizontal=True, key="finding")
+first, induction, positional, cross, everything = SECTIONS
 
-if section == SECTIONS[0] and (m := zoo("coref")):
+if section == first and (m := zoo_model("coref")):
     c1, c2 = st.columns(2)
     sentence = c1.radio("Mission sentence", [1, 2], horizontal=True, key="find_sentence",
                         format_func=lambda s: ["“… its application should be just.”",
@@ -57,63 +41,43 @@ if section == SECTIONS[0] and (m := zoo("coref")):
     position = c2.radio("Pronoun", ["query", "pronoun"], horizontal=True, key="find_position",
                         format_func={"query": "final (sees the whole sentence)",
                                      "pronoun": "in the sentence"}.get)
-    with m.lock:
-        d = zf.mission_weights(m.model, m.ckpt.shared_task(), sentence, position)
+    d = cache.mission_weights(m, sentence, position)
     live = zf.strongest_heads(d)
     show(pronoun_probe(d["weights"], d["tokens"], d["candidates"], pronoun_index=d["q_pos"],
                        title=f"Where does '{d['tokens'][d['q_pos']]}' look? (live)"),
          key="find_coref_probe", data=pronoun_probe_frame(d["weights"], d["tokens"], d["candidates"]))
     claim = zf.coref_claim(cards["coref"])
-    a = claim["antecedent_head"]
-    cols = st.columns(4)
-    cols[0].metric("test accuracy (card)", f"{100 * claim['accuracy']:.1f}%")
-    cols[1].metric(f"antecedent head L{a['layer']}H{a['head']} (card)", f"{100 * a['antecedent_max']:.1f}%",
-                   help="share of test sentences where, of the two nouns, it attends most to the referent")
-    for col, noun in zip(cols[2:], ("law", "application")):
-        col.metric(f"→ {noun}: L{live[noun]['layer']}H{live[noun]['head']} (live)",
-                   f"{live[noun]['weight']:.2f}")
+    metric_row(*zf.coref_metrics(claim, live))
     st.markdown(zf.coref_sentence(claim))
-    st.caption(f"Seed: {zf.SEEDS['coref']}")
+    roles = cache.head_table(m, explorer.sites(m.config)[0])  # as the Attention explorer's table
+    st.markdown("Their roles on the task's own sentences (Attention explorer → Head roles):  \n"
+                + "  \n".join(explorer.role_line(roles, live[n]["layer"], live[n]["head"])
+                               for n in ("law", "application")))
 
-elif section == SECTIONS[1] and (m2 := zoo("induction-2L")) and (m1 := zoo("induction-1L")):
-    contrast = zf.induction_contrast(cards["induction-2L"], cards["induction-1L"])
-    two = contrast["2L"]
-    pooled = "all held-out conditions (pooled)"
-    c1, c2 = st.columns(2)
+elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_model("induction-1L")):
+    contrast, pooled = zf.induction_contrast(cards["induction-2L"], cards["induction-1L"]), \
+        "all held-out conditions (pooled)"
+    two, c1, c2 = contrast["2L"], *st.columns(2)
     condition = c1.selectbox("Fresh sequences", [pooled] + [c["name"] for c in heldout_conditions(
         m2.config.max_len)], key="find_ind_cond")
-    value = c2.radio("Show", ["loss_repeat", "accuracy_repeat"], horizontal=True,
-                     key="find_ind_value",
+    value = c2.radio("Show", ["loss_repeat", "accuracy_repeat"], horizontal=True, key="find_ind_value",
                      format_func={"loss_repeat": "loss", "accuracy_repeat": "accuracy"}.get)
-    with m2.lock, m1.lock:
-        curves = zf.repeat_curves({"2 layers": m2.model, "1 layer": m1.model},
-                                  m2.ckpt.shared_task().tokenizer.vocab_size, m2.config.max_len,
-                                  None if condition == pooled else condition)
+    curves = cache.repeat_curves({"2 layers": m2, "1 layer": m1}, cache.task_of(m2).tokenizer.vocab_size,
+                                 m2.config.max_len, None if condition == pooled else condition)
     show(repeat_by_position(curves, train_length=two["train_length"], chance=two["chance"],
                             value=value, title=f"Repeated tokens by position: {condition} (live)"),
          key="find_ind_curve", data=curves)
-    st.caption(f"Fresh random sequences of {m2.config.max_len} tokens in which a segment recurs "
-               "(lengths and repeat counts never trained on). Each point: the mean over the "
-               "sequences whose token at that position recurs, predicting the token that followed "
-               "its earlier occurrence. Right of the dashed line lie positions no training "
-               f"sequence reached (the longest had {two['train_length']} tokens).")
-    cols = st.columns(4)
-    for i, k in enumerate(("2L", "1L")):
-        s = contrast[k]
-        cols[2 * i].metric(f"{k}: repeat loss from position {s['train_length']} (card)",
-                           f"{s['beyond_loss']:.3f}", f"chance {s['chance']:.2f}", delta_color="off")
-        cols[2 * i + 1].metric(f"{k}: max induction score (card)", f"{s['max_induction']:.2f}")
+    st.caption(zf.repeat_curves_note(m2.config.max_len, two["train_length"]))
+    metric_row(*zf.induction_metrics(contrast))
     st.dataframe(zf.heldout_frame(cards["induction-2L"], cards["induction-1L"]).round(3),
                  hide_index=True, key="find_ind_heldout")
     st.markdown(zf.induction_sentence(contrast))
     score = st.radio("Score", ["induction", "prev_token"], horizontal=True, key="find_ind_score")
-    with m2.lock, m1.lock:
-        df = zf.induction_frame({"2 layers": m2.model, "1 layer": m1.model})
+    df = cache.induction_frame({"2 layers": m2, "1 layer": m1})
     show(head_score_bars(df, score, threshold=0.4, title=f"{score} score per head (live)"),
          key="find_ind_bars", data=df)
-    st.caption(f"Seed: {zf.SEEDS['induction']}")
 
-elif section == SECTIONS[2]:
+elif section == positional:
     df = zf.extrapolation_frame(cards)
     if df.empty:
         st.warning("The positional family (pos-*) is missing: `python -m tfviz.zoo build`.")
@@ -121,36 +85,29 @@ elif section == SECTIONS[2]:
     L = zf.train_length(cards)
     where = "card"
     if st.button("Re-measure live", key="find_pos_live"):
-        models = [x for x in (zoo(n) for n in df["model"].unique()) if x]
-        with st.spinner("Evaluating every scheme at every length…"), contextlib.ExitStack() as locks:
-            for x in sorted(models, key=lambda x: x.ref.path):
-                locks.enter_context(x.lock)
-            df, where = extrapolation([(Path(x.ref.path).stem, x.ckpt) for x in models], L), "live"
+        models = {n: x for n in df["model"].unique() if (x := zoo_model(n))}
+        df, where = cache.extrapolation(models, pos_lengths(L), POS_TOKENS), "live"
     show(extrapolation_curves(df, L, title=f"Loss vs evaluation length ({where})"),
          key="find_pos_curves", data=df)
     order = zf.positional_ordering(df, L)
     st.dataframe(order.round(3), hide_index=True, key="find_pos_table")
     st.markdown(zf.positional_sentence(order, L))
-    st.caption(f"Seed: {zf.SEEDS['positional']}")
 
-elif section == SECTIONS[3] and (m := zoo("translate")):
-    n_layers, n_heads = m.config.n_layers, m.config.n_heads
+elif section == cross and (m := zoo_model("translate")):
     best = cards["translate"]["finding"]["best_head"]
     c1, c2, c3 = st.columns(3)
     task = m.ckpt.shared_task()
     index = c1.number_input("Test sentence", 0, len(task.examples("test")) - 1, 0, key="find_tr_index")
-    layer = c2.selectbox("Layer", range(n_layers), index=best["layer"], key="find_tr_layer")
-    head = c3.selectbox("Head", [-1, *range(n_heads)], index=1 + best["head"], key="find_tr_head",
+    layer = c2.selectbox("Layer", range(m.config.n_layers), index=best["layer"], key="find_tr_layer")
+    head = c3.selectbox("Head", [-1, *range(m.config.n_heads)], index=1 + best["head"], key="find_tr_head",
                         format_func=lambda h: "mean of heads" if h < 0 else f"head {h}")
-    with m.lock:
-        d = zf.translate_example(m.model, task, int(index), layer, None if head < 0 else head)
+    d = cache.translate_example(m, int(index), layer, None if head < 0 else head)
     show(cross_attention_alignment(d["pattern"], d["src_tokens"], d["tgt_tokens"], d["alignment"],
                                    title=f"“{d['text']}” → “{d['target']}” (live)"),
          key="find_tr_heatmap")
     st.markdown(zf.translate_sentence(cards["translate"]))
-    st.caption(f"Seed: {zf.SEEDS['translate']}")
 
-elif section == SECTIONS[4]:
+elif section == everything:
     summary = zf.summary_frame(cards)
     st.dataframe(summary, hide_index=True, height=36 * (len(summary) + 1), key="find_summary")
     lm = zf.lm_family_frame(cards)
@@ -160,4 +117,4 @@ elif section == SECTIONS[4]:
                          title="MHA vs GQA vs MQA (card)"), key="find_lm_bars", data=lm)
     st.page_link("app_pages/cost.py", label="Time and memory vs sequence length (O(n²) vs a sliding "
                  "window) are measured on the Cost page", icon="⏱️")
-    st.caption(f"Seed: {zf.SEEDS['cost']}")
+st.caption(f"Seed: {zf.SEEDS[SECTIONS[section]]}")

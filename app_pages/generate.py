@@ -1,54 +1,36 @@
 """Generate: a prompt extended one token at a time with the KV cache; where each new token's query
 looked (recorded at every step), the sampling knobs (temperature, top-k), and the cache growing."""
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from tfviz import generation as g
 from tfviz import viz
 from tfviz.analysis.cost import kv_cache_bytes
 from tfviz.model import hook_name
+from ui import cache
 from ui.figures import show
-from ui.models import current_model
+from ui.picker import current_model
+from ui.widgets import layer_head
 
 st.title("Generate")
 st.caption("Step 0 reads the whole prompt; each later step feeds only the newest token, whose "
            "query attends over the cached keys/values of every earlier position.")
-loaded = current_model()
+loaded = current_model(prefer="lm")  # a model trained to write, until the student picks another
 cfg, tok, path = loaded.config, loaded.tokenizer, loaded.ref.path
 if cfg.arch == "encoder":
     st.warning(f"**{loaded.ref.label}** is an encoder, so it cannot generate: it reads the whole "
                "input at once in both directions (no causal mask) and was trained to fill in "
                "masked tokens, not to predict the next one. Pick a decoder or encoder-decoder model.")
     st.stop()
+if note := cache.generation_note(loaded):
+    st.info(note, icon=":material/info:")
 
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def defaults(path: str, mtime: float) -> tuple[str, str | None]:
-    try:
-        return g.default_inputs(loaded.ckpt.shared_task(), tok)
-    except Exception:  # noqa: BLE001 - a checkpoint without a usable task spec: plain defaults
-        return "[BOS]", ("" if cfg.arch == "encoder-decoder" else None)
-
-
-@st.cache_data(max_entries=64, show_spinner="Generating…")
-def generate(path, mtime, prompt, src, n, temperature, top_k, seed, eos, _loaded) -> g.Generation:
-    ids = g.encode_text(tok, prompt, "prompt", bos=True)
-    src_ids = None if src is None else g.encode_text(tok, src, "source text")
-    with _loaded.lock:
-        return g.generate_with_attention(_loaded.model, ids, n, temperature, top_k or None, seed,
-                                         src=src_ids, eos_id=tok.eos_id if eos else None)
-
-
-mtime = Path(path).stat().st_mtime
 ss = st.session_state
 # Texts per model, kept outside widget state (dropped while you are on another page) and handed
 # back as value=; the widgets' keys name the model, so another model starts from its own example.
 texts = ss.setdefault("_gen_texts", {})
 if path not in texts:
-    texts[path] = dict(zip(("prompt", "src"), defaults(path, mtime)))
+    texts[path] = dict(zip(("prompt", "src"), cache.prompt_texts(loaded)))
 with st.container(border=True):
     src = st.text_area("Source text (encoder input)", texts[path]["src"] or "", height=80,
                        key=f"gen_src:{path}") if cfg.arch == "encoder-decoder" else None
@@ -65,7 +47,7 @@ with st.container(border=True):
                 on_click=lambda: ss.update(gen_seed=ss["gen_seed"] + 1), help="seed + 1")
 texts[path].update(prompt=prompt, src=src)
 try:
-    gen = generate(path, mtime, prompt, src, n, temperature, top_k, seed, eos, loaded)
+    gen = cache.generation(loaded, prompt, src, n, temperature, top_k, seed, eos)
 except ValueError as e:
     st.warning(f"Cannot generate: {e}")
     st.stop()
@@ -84,9 +66,8 @@ def attention_view() -> None:
     cols = st.columns(3)
     kind = cols.pop().radio("Attention", ["self", "cross"], horizontal=True, key="gen_kind") \
         if cfg.arch == "encoder-decoder" else "self"
-    layer = cols[0].selectbox("Layer", range(cfg.n_layers), key="gen_layer")
-    head = cols[1].selectbox("Head", ["average", *range(cfg.n_heads)], key="gen_head")
-    h = None if head == "average" else head
+    layer, h = layer_head(cfg, "gen", cols, average=True)
+    head = "average" if h is None else h
     name = hook_name(layer, f"{'cross_attn' if kind == 'cross' else 'attn'}.hook_pattern",
                      "decoder" if cfg.arch == "encoder-decoder" else "")
     if kind == "self":

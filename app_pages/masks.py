@@ -1,43 +1,19 @@
 """Masks: causal, padding, sliding window, global + local — the grid the model applies (from
 tfviz.model.masks, never drawn by hand), its effect on the selected model's attention, and the
 decoder's "no peeking" shown by editing a later token."""
-import numpy as np
 import streamlit as st
 import torch
 
-import tfviz
-from tfviz.analysis.masks_demo import (KINDS, MaskChoice, all_masks, blocked_mass, edit_token,
-                                       effective_mask, logit_change, pad_layout, windowed_model)
-from tfviz.model import layer_template
+from tfviz.analysis.masks_demo import (KINDS, MaskChoice, all_masks, blocked_mass, describe,
+                                       edit_token, effective_mask, logit_change, pad_layout)
 from tfviz.viz import head_heatmap, logit_change_bars, mask_grid, masks_side_by_side
-from ui.figures import show
-from ui.models import current_model
+from ui import cache
+from ui.figures import show, side_by_side
+from ui.inputs import model_input
+from ui.picker import current_model
+from ui.widgets import choice, forget_on_model_change, layer_head, position_slider
 
 MAX_TOKENS = 40
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _probe(path: str, mtime: int, _ckpt):
-    try:
-        return _ckpt.shared_task().probe()
-    except Exception:  # no task recorded, or it no longer builds: no default text
-        return None
-
-
-@st.cache_data(max_entries=32, show_spinner="Recording attention…")
-def _patterns(path: str, mtime: int, inputs: tuple, pads: tuple | None, window, n_global: int,
-              stack: str, _lm) -> np.ndarray:
-    """[layer, head, q_pos, k_pos] of the chosen stack, under the chosen mask."""
-    xs = [torch.tensor([list(x)]) for x in inputs]
-    kw = {} if pads is None else {"padding_mask": torch.tensor([list(pads)])}
-    template = layer_template("attn.hook_pattern", stack)
-    names = [template.format(l=layer) for layer in range(_lm.config.n_layers)]
-    if window is None:
-        rec = _lm.record(*xs, names=names, **kw)
-    else:  # a private copy: no lock needed
-        rec = tfviz.record(windowed_model(_lm.model, window, n_global), *xs, names=names, **kw)
-    return rec.stack_layers(template)[:, 0].numpy()
-
 
 st.title("Masks")
 st.caption("A mask decides which keys each query may look at (blue = allowed). Every grid below "
@@ -47,36 +23,28 @@ cfg, tok = lm.config, lm.tokenizer
 if tok is None:
     st.error("This checkpoint has no tokenizer, so text cannot be fed to it.")
     st.stop()
-mtime = lm.ckpt.path.stat().st_mtime_ns if lm.ckpt.path.exists() else 0
-probe = _probe(lm.ref.path, mtime, lm.ckpt)
-encdec = cfg.arch == "encoder-decoder"
-text = st.text_input("Text" + (" (encoder input)" if encdec else ""), probe.text if probe else "",
-                     key="mask_text")
-src = tok.encode(text).ids
-if len(src) > MAX_TOKENS:
-    st.warning(f"Only the first {MAX_TOKENS} tokens are used (the grids stay readable).")
-    src = src[:MAX_TOKENS]
-stack, dec = "", []
-if encdec:
-    stack = st.radio("Attention of", ["encoder", "decoder"], horizontal=True, key="mask_stack")
-    tgt = st.text_input("Decoder input (after [BOS])", tok.decode(probe.tokens, skip_special=True) if probe else "",
-                        key="mask_tgt")
-    dec = [tok.bos_id] + tok.encode(tgt).ids[:MAX_TOKENS]
-causal = cfg.causal and stack != "encoder"
-ids = src if stack == "encoder" else dec if encdec else [tok.bos_id] * causal + src
-if len(src) < 1 or len(ids) < 2:
-    st.warning("Type a longer text: the page needs at least two tokens.")
+forget_on_model_change(lm, "mask", ("mask_stack", "mask_layer", "mask_head", "mask_edit_pos",
+                                    "mask_edit_token"))
+inp = model_input(lm, "mask", examples=False, cap=MAX_TOKENS,
+                  cap_why=f"the grids show at most {MAX_TOKENS} tokens so that they stay readable")
+if inp is None:
     st.stop()
+encdec = cfg.arch == "encoder-decoder"
+stack = st.radio("Attention of", ["encoder", "decoder"], horizontal=True, key="mask_stack") \
+    if encdec else ""
+causal = cfg.causal and stack != "encoder"
+ids = inp.src_ids if stack == "encoder" else inp.ids
+x = inp.ids  # the tokens "no peeking" edits: the decoder's, or the single stack's
 
 
-def inputs(x):
-    """Model inputs with ``x`` as the viewed stack's tokens."""
-    return {"encoder": (x, dec), "decoder": (src, x)}.get(stack, (x,))
+def inputs(seq):
+    """Model inputs with ``seq`` as the viewed stack's tokens."""
+    return {"encoder": (seq, inp.ids), "decoder": (inp.src_ids, seq)}.get(stack, (seq,))
 
 
 c = st.columns(4)
 kind = c[0].selectbox("Mask", KINDS, key="mask_kind")
-window = c[1].slider("window w", 1, max(2, len(ids)), min(3, len(ids)), key="mask_window")
+window = position_slider(c[1], "window w", 1, max(1, len(ids)), 3, "mask_window")
 n_global = c[2].slider("global tokens g", 0, 4, 1, key="mask_global")
 n_pad = c[3].slider("pad tokens", 1, 8, 3, key="mask_pads")
 pad_id = cfg.pad_id if cfg.pad_id is not None else tok.pad_id
@@ -84,12 +52,7 @@ padded, is_pad = pad_layout(ids, n_pad, causal, pad_id)
 show(masks_side_by_side(all_masks(len(padded), causal, window, n_global, is_pad),
                         tok.tokens_of(padded), title="All four masks (for the padded input)"),
      key="mask_overview")
-st.caption("Sliding window: query i sees keys j with "
-           + ("0 ≤ i − j ≤ w" if causal else "|i − j| ≤ w")
-           + ". Global + local: the first g tokens see and are seen by all"
-           + (" (still causally)" if causal else "") + ". Padding: pads are never looked at "
-           + ("(a decoder is padded on the left: on the right its causal mask already hides them)."
-              if causal else "(padded on the right)."))
+st.caption(describe(causal))
 
 padding = kind == "padding"
 if padding and stack == "decoder" and cfg.pad_id is None:
@@ -97,27 +60,21 @@ if padding and stack == "decoder" and cfg.pad_id is None:
     st.stop()
 seq, pads = (padded, is_pad) if padding else (ids, None)
 tokens = tok.tokens_of(seq)
-mask = effective_mask(MaskChoice(kind, window, n_global, n_pad), len(seq), causal, pads).numpy()
-w = window if kind in ("sliding window", "global + local") else None
-g = n_global if kind == "global + local" else 0
-key = (lm.ref.path, mtime, tuple(map(tuple, inputs(seq))))
+mask_choice = MaskChoice(kind, window, n_global, n_pad)
+mask = effective_mask(mask_choice, len(seq), causal, pads).numpy()
+w, g = mask_choice.applied_window, mask_choice.applied_global
 kw = tuple(pads) if padding and stack != "decoder" else None  # the decoder finds pads by pad_id
 try:
-    masked = _patterns(*key, kw, w, g, stack, lm)
+    masked = cache.mask_patterns(lm, inputs(seq), kw, w, g, stack)
     base = None if kind == "causal / full" or (padding and stack == "decoder") else \
-        _patterns(*key, tuple([False] * len(seq)) if padding else None, None, 0, stack, lm)
+        cache.mask_patterns(lm, inputs(seq), (False,) * len(seq) if padding else None, None, 0, stack)
 except ValueError as e:
     st.error(str(e))
     st.stop()
-c = st.columns(2)
-layer = c[0].selectbox("layer", range(cfg.n_layers), key="mask_layer")
-head = c[1].selectbox("head", range(cfg.n_heads), key="mask_head")
-left, right = st.columns(2)
-with left:
-    show(mask_grid(mask, tokens, title=f"{kind} mask"), key="mask_grid")
-with right:
-    show(head_heatmap(masked[layer, head], tokens,
-                      title=f"Layer {layer} head {head} under this mask"), key="mask_pattern")
+layer, head = layer_head(cfg, "mask")
+side_by_side((mask_grid(mask, tokens, title=f"{kind} mask"), "mask_grid"),
+             (head_heatmap(masked[layer, head], tokens, title=f"Layer {layer} head {head} under this mask"),
+              "mask_pattern"))
 st.metric("Largest attention weight on a blocked pair (all layers and heads)",
           f"{blocked_mass(masked, mask):g}")
 if w is not None:
@@ -129,21 +86,15 @@ if base is not None:
          key="mask_unmasked")
 
 st.subheader("No peeking: edit a later token")
-x = dec if encdec else ids
 if len(x) < 2:
-    st.info("Type a longer decoder input to edit one of its tokens.")
+    st.info("Type a longer text: editing a later token needs at least two tokens.")
     st.stop()
-pos = st.slider("Edit the token at position p", 1, len(x) - 1, len(x) // 2, key="mask_edit_pos")
-new = st.selectbox("Replace it with", list(range(tok.vocab_size)),
-                   index=(x[pos] + 1) % tok.vocab_size, key="mask_edit_token",
-                   format_func=lambda i: f"{tok.display(i)!r} (id {i})")
-run = (lambda y: (src, y)) if encdec else (lambda y: (y,))
-try:
-    before = lm.forward(*[torch.tensor([v]) for v in run(x)])
-    after = lm.forward(*[torch.tensor([v]) for v in run(edit_token(x, pos, new))])
-except ValueError as e:
-    st.error(str(e))
-    st.stop()
+pos = position_slider(st, "Edit the token at position p", 1, len(x) - 1, len(x) // 2, "mask_edit_pos")
+new = choice(st, "Replace it with", range(min(tok.vocab_size, cfg.vocab_size)), "mask_edit_token",
+             (x[pos] + 1) % tok.vocab_size, format_func=lambda i: f"{tok.display(i)!r} (id {i})")
+run = (lambda y: (inp.src_ids, y)) if encdec else (lambda y: (y,))
+before = lm.forward(*[torch.tensor([v]) for v in run(x)])
+after = lm.forward(*[torch.tensor([v]) for v in run(edit_token(x, pos, new))])
 delta = logit_change(before, after)
 labels = tok.tokens_of(x)
 labels[pos] = f"{labels[pos]}→{tok.display(new)}"
@@ -153,10 +104,7 @@ show(logit_change_bars(delta, labels, pos,
 c = st.columns(2)
 c[0].metric(f"before p (positions 0–{pos - 1})", f"{delta[:pos].max():g}")
 c[1].metric(f"from p on (positions {pos}–{len(x) - 1})", f"{delta[pos:].max():g}")
-if cfg.causal:
-    st.caption("Two real forward passes. The output at position t predicts token t + 1 from tokens "
-               "0..t only: the causal mask makes every earlier position blind to the edit — "
-               "exactly 0, not just small.")
-else:
-    st.caption("An encoder has no causal mask: every position sees the edit, so every output "
-               "moves.")
+st.caption("Two real forward passes. The output at position t predicts token t + 1 from tokens "
+           "0..t only: the causal mask makes every earlier position blind to the edit — exactly 0, "
+           "not just small." if cfg.causal else "An encoder has no causal mask: every position "
+           "sees the edit, so every output moves.")

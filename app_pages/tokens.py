@@ -3,13 +3,13 @@ model's own tokenizer; then one-hot vs learned token vectors and a token's neare
 import pandas as pd
 import streamlit as st
 
-from tfviz.analysis.embeddings import (SHOW_CHARS, clean_text, clip_spans, default_corpus,
-                                       embedding_matrix, one_hot, token_neighbours, tokenize_all,
-                                       train_tokenizers, unique_ids)
+from tfviz.analysis.embeddings import (SHOW_CHARS, clean_text, clip_spans, embedding_matrix,
+                                       ids_to_compare, one_hot, tokenize_all)
 from tfviz.tokenize import BPE_MIN_VOCAB
 from tfviz.viz import similarity_heatmap, token_spans_html
-from ui.figures import show
-from ui.models import current_model
+from ui import cache
+from ui.figures import side_by_side
+from ui.picker import current_model
 
 DEFAULT_TEXT = "the dogs near the old cat run. The zebra sings 🦓 unbelievably!"
 
@@ -17,16 +17,6 @@ DEFAULT_TEXT = "the dogs near the old cat run. The zebra sings 🦓 unbelievably
 def spans(offsets, tokens, ids) -> None:
     """The text with one coloured span per token (only the start of a very long text)."""
     st.html(token_spans_html(*clip_spans(text, offsets, tokens, ids)))
-
-
-@st.cache_data(show_spinner=False)
-def _corpus() -> str:
-    return default_corpus()
-
-
-@st.cache_resource(max_entries=8, show_spinner="Training the tokenizers…")
-def _tokenizers(corpus: str, bpe_vocab: int) -> dict:
-    return train_tokenizers([corpus], bpe_vocab)  # once per corpus: each text is only encoded
 
 
 st.title("Tokens & embeddings")
@@ -46,7 +36,7 @@ source = c1.radio("Train the three tokenizers on", ["built-in corpus", "my own t
                   help="Built-in: 5,000 sentences of the lm task's generated grammar corpus.")
 bpe_vocab = c2.slider("BPE vocabulary size", BPE_MIN_VOCAB, 2000, 400, step=1, key="tok_bpe_vocab",
                       help=f"At least {BPE_MIN_VOCAB}: 7 special tokens + the 256 bytes.")
-corpus = _corpus()
+corpus = cache.default_corpus()
 if source == "my own text":
     corpus, more = clean_text(st.text_area("Corpus to train on", key="tok_corpus_text",
                                            placeholder="Paste a few paragraphs…"))
@@ -54,9 +44,9 @@ if source == "my own text":
         st.warning(note)
     if not corpus.strip():
         st.warning("The corpus is empty: paste some text to train on (using the built-in one).")
-        corpus = _corpus()
+        corpus = cache.default_corpus()
 
-rows = tokenize_all(text, _tokenizers(corpus, bpe_vocab))
+rows = tokenize_all(text, cache.tokenizers(corpus, bpe_vocab))
 st.dataframe(pd.DataFrame([{k: r[k] for k in ("kind", "count", "vocab_size", "unknowns",
                                                "chars_per_token")} for r in rows]),
              key="tok_counts", hide_index=True)
@@ -83,7 +73,7 @@ spans(enc.offsets, enc.tokens, enc.ids)
 st.subheader("One-hot vs learned embeddings")
 vocab = tok.vocab_size
 labels = tok.tokens_of(range(vocab))
-default = unique_ids(enc.ids, 12, skip=tok.special_ids) or list(range(7, min(vocab, 19)))
+default = ids_to_compare(enc.ids, vocab, skip=tok.special_ids)
 # Reset the picked tokens to the text's when the model or text changes — or when Streamlit dropped
 # the widget's state because another page was shown in between.
 source_of_pick = (loaded.ref.path, text)
@@ -97,16 +87,12 @@ if len(ids) < 2:
     st.warning("Pick at least two tokens to compare.")
 else:
     names = [labels[i] for i in ids]
-    left, right = st.columns(2)
-    with left:
-        show(similarity_heatmap(one_hot(ids, vocab), names, title="One-hot vectors: cosine"),
-             key="tok_onehot_sim")
-        st.caption("One-hot: every token is its own axis, so all pairs are orthogonal (identity).")
-    with right:
-        show(similarity_heatmap(embedding_matrix(loaded.model, vocab, rows=ids), names,
-                                title="Learned embed.weight: cosine"), key="tok_learned_sim")
-        st.caption(f"Rows of {loaded.ref.label}'s trained `embed.weight` "
-                   f"({loaded.config.d_model} dimensions).")
+    side_by_side((similarity_heatmap(one_hot(ids, vocab), names, title="One-hot vectors: cosine"),
+                  "tok_onehot_sim", "One-hot: every token is its own axis, so all pairs are "
+                  "orthogonal (identity)."),
+                 (similarity_heatmap(embedding_matrix(loaded.model, vocab, rows=ids), names, title="Learned embed.weight: cosine"),
+                  "tok_learned_sim", f"Rows of {loaded.ref.label}'s trained `embed.weight` "
+                  f"({loaded.config.d_model} dimensions)."))
 
 st.subheader("Nearest neighbours in the trained embedding")
 c1, c2 = st.columns([2, 1])
@@ -114,7 +100,4 @@ st.session_state.setdefault("tok_nn_token", (default or [0])[0])
 anchor = c1.selectbox("Token", list(range(vocab)), key="tok_nn_token",
                       format_func=lambda i: f"{labels[i]!r} (id {i})")
 k = c2.slider("Neighbours", 1, 10, 5, key="tok_nn_k")
-near, cosine = token_neighbours(loaded.model, [anchor], k, vocab)  # this token's row only
-st.dataframe(pd.DataFrame({"token": labels[anchor], "rank": range(1, near.shape[1] + 1),
-                           "neighbour": [labels[j] for j in near[0]], "cosine": cosine[0]}),
-             key="tok_nn", hide_index=True)
+st.dataframe(cache.neighbours(loaded, anchor, k), key="tok_nn", hide_index=True)

@@ -18,45 +18,34 @@ ts.restore()  # ... back in the widgets' state, which alone sets their values (s
 left, right = st.columns([2, 3], gap="large")
 
 
-def pick(where, label: str, options, key: str, **kw):
-    options = list(options)
-    if st.session_state[P + key] not in options:  # e.g. an architecture the new task lacks
-        st.session_state[P + key] = options[0]
-    return where.selectbox(label, options, key=P + key, **kw)
-
-
-def number(where, label: str, lo, hi, key: str, **kw):
-    return where.number_input(label, lo, hi, key=P + key, **kw)
-
-
 with left:
     st.subheader("New run")
     a, b = st.columns(2)
-    pick(a, "Task", TASKS, "task", on_change=ts.apply_preset)
-    pick(b, "Preset", ts.presets_for(f["task"], ts.cuda_available()), "preset",
+    ts.pick(a, "Task", TASKS, "task", on_change=ts.apply_preset)
+    ts.pick(b, "Preset", ts.presets_for(f["task"], ts.cuda_available()), "preset",
          on_change=ts.apply_preset)
     task_cls, pre = TASKS[f["task"]], ts.current_preset()
     ts.prepare(pre)  # its examples are generated while you read the form: Start trains at once
     st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim(pre.task)}")
     with st.form("train_form"):
         m1, m2 = st.columns(2)
-        pick(m1, "Architecture", [x for x in ARCHS if x in task_cls.archs], "arch")
-        pick(m2, "Positions", POS_SCHEMES, "pos")
-        number(m1, "d_model", 2, 1024, "d_model")
-        number(m2, "Layers", 1, 12, "n_layers")
-        number(m1, "Heads", 1, 32, "n_heads")
+        ts.pick(m1, "Architecture", [x for x in ARCHS if x in task_cls.archs], "arch")
+        ts.pick(m2, "Positions", POS_SCHEMES, "pos")
+        ts.number(m1, "d_model", 2, 1024, "d_model")
+        ts.number(m2, "Layers", 1, 12, "n_layers")
+        ts.number(m1, "Heads", 1, 32, "n_heads")
         m2.radio("Attention", ts.ATTN_KINDS, key=P + "attn_kind",
                  horizontal=True, help="MHA: one K/V head per query head; GQA: groups of query heads "
                                        "share a K/V head; MQA: one K/V head for all")
-        number(m1, "K/V heads (GQA)", 1, 32, "n_kv_heads")
-        number(m2, "Window (0 = full)", 0, 4096, "window")
+        ts.number(m1, "K/V heads (GQA)", 1, 32, "n_kv_heads")
+        ts.number(m2, "Window (0 = full)", 0, 4096, "window")
         st.checkbox("Attention only (no MLP)", key=P + "attn_only")
         t1, t2 = st.columns(2)
-        number(t1, "Steps", 1, 1_000_000, "steps")
-        number(t2, "Batch size", 1, 4096, "batch_size")
-        number(t1, "Learning rate", 0.0, 10.0, "lr", step=1e-4, format="%g")
-        number(t2, "Warmup steps", 0, 1_000_000, "warmup")
-        number(t1, "Seed", 0, 2**31 - 1, "seed")
+        ts.number(t1, "Steps", 1, 1_000_000, "steps")
+        ts.number(t2, "Batch size", 1, 4096, "batch_size")
+        ts.number(t1, "Learning rate", 0.0, 10.0, "lr", step=1e-4, format="%g")
+        ts.number(t2, "Warmup steps", 0, 1_000_000, "warmup")
+        ts.number(t1, "Seed", 0, 2**31 - 1, "seed")
         t2.text_input("Name", key=P + "name", max_chars=60)
         if ts.cuda_available():
             t1.radio("Run on", list(ts.DEVICES), key=P + "device", format_func=ts.DEVICES.get,
@@ -64,13 +53,12 @@ with left:
             t2.checkbox("torch.compile", key=P + "compile",
                         help="Fused GPU kernels; the first steps pay for compiling (tens of seconds)")
         if st.form_submit_button("Start training", type="primary", key=P + "start"):
-            try:
+            try:  # a bad setting, or beyond the server's limits (memory, disk, jobs per session)
                 task = ts.preset_task(pre)
-                mc, tc = ts.configs_from_form(task)
+                job_id = ts.submit(task, *ts.configs_from_form(task), st.session_state[P + "name"])
             except ValueError as e:
                 st.error(f"Not started: {e}")
             else:
-                job_id = ts.submit(task, mc, tc, st.session_state[P + "name"])
                 st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
     ts.remember()
 
@@ -80,14 +68,7 @@ with right:
     if not jobs:
         st.info("No runs yet in this session: choose a task and press **Start training**.")
         st.stop()
-    ids = [j.id for j in reversed(jobs)]
-    if st.session_state.get(P + "job") not in ids:  # a new tab, or back from another page
-        kept = st.session_state.get("_train_job")
-        st.session_state[P + "job"] = kept if kept in ids else ids[0]
-    names = {j.id: j.name for j in jobs}
-    job_id = st.selectbox("Run", ids, format_func=names.get, key=P + "job")
-    st.session_state["_train_job"] = job_id
-    job = job_manager().get(job_id)
+    job = job_manager().get(ts.run_picker(jobs))
     polling = any(j.snapshot().active for j in jobs)
     later = charts_later()  # a new tab: the runs list first, the charts a moment later
 

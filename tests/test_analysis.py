@@ -11,7 +11,7 @@ from tfviz.analysis import (COLUMNS, LABELS, SCORES, SOURCES, THRESHOLDS, antece
                             head_scores, induction_probe, label_head, pattern_scores,
                             pronoun_probe, rope_freqs, rope_score_by_offset, rope_score_grid,
                             score_model, scores_over_snapshots)
-from tfviz.analysis.heads import RULES
+from tfviz.analysis.heads import ANTECEDENT_SCORES, RULES
 from tfviz.tasks import collate, make_task
 from tfviz.train import AttentionSnapshot
 
@@ -213,7 +213,7 @@ def test_real_model_scores(model):
     assert list(df.columns) == list(COLUMNS)
     assert len(df) == 2 * 4
     assert set(zip(df.layer, df["head"])) == {(l, h) for l in range(2) for h in range(4)}
-    shares = [c for c in SCORES if c != "entropy" and not c.startswith("antecedent")]
+    shares = [c for c in SCORES if c != "entropy" and c not in ANTECEDENT_SCORES]  # coref-only
     vals = df[shares].to_numpy()
     assert np.isfinite(vals).all() and (vals >= -1e-9).all() and (vals <= 1 + 1e-9).all()
     assert (df.entropy >= 0).all() and df.label.isin(list(LABELS)).all()
@@ -296,15 +296,17 @@ def test_pronoun_probe_on_the_mission_sentence():
     ex = task.mission_sentences()[0]  # "the law ... but its application ..." -> law
     n, q = len(ex.tokens), ex.meta["query_index"]
     law, app = ex.meta["candidate_mentions"]
-    a = np.stack([uniform_causal(n)] * 3)  # [head, q, k]
+    a = np.stack([uniform_causal(n)] * 4)  # [head, q, k]
     a[0, q] = 0
     a[0, q, law] = 1.0
     a[1, q] = 0
     a[1, q, app] = 0.7
     a[1, q, 0] = 0.3
+    a[3, q] = 0
+    a[3, q, 0], a[3, q, app] = 0.95, 0.05  # 95% on [BOS]: no noun "wins" (was: 'application')
     df = pronoun_probe(a[None], q, {"law": law, "application": app})
     assert list(df.columns) == ["layer", "head", "law", "application", "elsewhere", "winner"]
-    assert list(df.winner[:2]) == ["law", "application"]
+    assert list(df.winner) == ["law", "application", "law", "elsewhere"]
     assert df.law[0] == pytest.approx(1.0) and df.application[1] == pytest.approx(0.7)
     assert df.elsewhere[1] == pytest.approx(0.3)
     assert df.law[2] == pytest.approx(1 / (q + 1))

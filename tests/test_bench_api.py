@@ -59,6 +59,10 @@ def test_analytic_frame_is_the_formula():
     assert len(frame) == 2 * 4 * 2
     row = frame[(frame["n"] == 256) & (frame["variant"] == "window-banded") & (frame["pass"] == "fwd")]
     assert int(row["flops"].iloc[0]) == attention_flops(256, 16, 2, 8, 1, False, True)
+    # a window handed to SDPA as a mask computes all n² scores: full attention's FLOPs, not the band's
+    at = frame[(frame["n"] == 256) & (frame["pass"] == "fwd")].set_index("variant")["flops"]
+    assert at["window-masked"] == at["full-explicit"] == 4 * 8 * 256 * 256 * 2
+    assert at["window-masked"] / at["window-banded"] > 256 / (16 + 1) - 1
     fig = analytic_figure(frame, "flops", "fwd")
     assert fig.layout.xaxis.type == "log" and len(fig.data) == 4
     with pytest.raises(ValueError):
@@ -73,10 +77,14 @@ def test_ratio_table_compares_at_the_largest_common_n_and_per_doubling():
                              flops=t, bytes_analytic=m, skipped=""))
     rows[-1] = dict(rows[-1], time_s=None, peak_bytes=None, skipped="skipped: memory")  # explicit 4096
     r = bench.ratio_table(pd.DataFrame(rows), "fwd").set_index("comparison")
-    at = r.loc["full-explicit ÷ window-banded"]
+    full, band = bench.LABELS["full-explicit"], bench.LABELS["window-banded"]  # plain words
+    at = r.loc[f"{full} ÷ {band}"]
     assert at["n"] == 2048 and at["time"] == pytest.approx(2.0) and at["peak"] == pytest.approx(2.0)
-    assert r.loc["window-banded: growth per 2× n (2048 → 4096)", "time"] == pytest.approx(2.0)
-    assert r.loc["full-explicit: growth per 2× n (1024 → 2048)", "peak"] == pytest.approx(4.0)
+    assert r.loc[f"{band}: growth per 2× n (2048 → 4096)", "time"] == pytest.approx(2.0)
+    assert r.loc[f"{full}: growth per 2× n (1024 → 2048)", "peak"] == pytest.approx(4.0)
+    cpu = bench.ratio_table(pd.DataFrame(rows).assign(cpu_s=lambda d: 3 * d["time_s"]), "fwd",
+                            time_col="cpu_s").set_index("comparison")  # the time of another clock
+    assert cpu.loc[f"{band}: growth per 2× n (2048 → 4096)", "time"] == pytest.approx(2.0)
 
 
 def test_main_writes_where_and_when_beside_the_csv(tmp_path):

@@ -36,6 +36,19 @@ def test_flops_linear_for_window_quadratic_for_full():
     assert attention_flops(1024, 128, 4, 64, 2, backward=True) == 3 * attention_flops(1024, 128, 4, 64, 2)
 
 
+def test_flops_count_what_the_kernel_computes():
+    """A kernel that materialises the scores (explicit) or is handed an n×n mask (masked) computes
+    all n² of them, whatever the window: a masked window costs as much as full attention."""
+    n, w = 1024, 128
+    full = attention_flops(n, None, 4, 64, 1, kernel="explicit")
+    assert full == 4 * 64 * n * n * 4
+    assert attention_flops(n, w, 4, 64, 1, kernel="masked") == full
+    assert attention_flops(n, w, 4, 64, 1, kernel="fused") == 4 * 64 * attended_pairs(n, w) * 4
+    assert attention_flops(n, None, 4, 64, 1) == 4 * 64 * n * (n + 1) // 2 * 4  # causal flash
+    with pytest.raises(ValueError):
+        attention_flops(n, w, 4, 64, 1, kernel="magic")
+
+
 def test_analytic_bytes_slopes():
     cases = [("explicit", None, 2), ("masked", 128, 2), ("fused", 128, 1), ("fused", None, 1)]
     for kernel, w, slope in cases:

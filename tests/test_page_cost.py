@@ -4,73 +4,41 @@ bytes equal to 2·L·n_kv·d_head·T·B·bytes (read from the real cache of the 
 measurement at a time, and the time limit. No timing is asserted."""
 from __future__ import annotations
 
-import base64
 import json
 import threading
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import arr, chart, ok, open_page, text, traces
 
 import tfviz
-from tfviz.bench.attention import analytic_frame
+from tfviz.bench import live
+from tfviz.bench.attention import LABELS, analytic_frame
 from tfviz.train.checkpoint import save_checkpoint
-from ui import cost_state
+from ui import bench
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "app_pages/cost.py"
 TINY = dict(cost_max_n=512, cost_repeats=1, cost_threads=1, cost_window=32)  # n = 256, 512
+RESULT = "cost_result"
+KEYS = ("cost_time", "cost_memory", "cost_flops", "cost_bytes", "cost_kv", "cost_speed")
 
 
 @pytest.fixture
 def no_reference(monkeypatch, tmp_path):
-    monkeypatch.setattr(cost_state, "bench_dir", lambda: tmp_path / "none")
+    monkeypatch.setattr(bench, "REFERENCE_DIR", tmp_path / "none")
 
 
-def open_page(**state) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    at.switch_page(PAGE).run()
-    for key, value in state.items():
-        at.session_state[key] = value
-    if state:
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def measure(at: AppTest) -> dict:
+def measure(at) -> dict:
     at.button(key="measure").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at.session_state[cost_state.RESULT_KEY]
+    ok(at)
+    return at.session_state[RESULT]
 
 
-def _array(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"])).astype(float)
-    return np.array([np.nan if x is None else x for x in v], dtype=float)
-
-
-def charts(at: AppTest) -> dict[str, dict]:
-    """Figure JSON by the chart's key (``ui.figures.show(fig, key=…)``)."""
-    out = {}
-    for c in at.get("plotly_chart"):
-        key = next((k for k in ("cost_time", "cost_memory", "cost_flops", "cost_bytes", "cost_kv",
-                                "cost_speed") if k in c.proto.id), None)
-        out[key] = json.loads(c.proto.spec)
-    return out
-
-
-def traces(fig: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    return {t["name"]: (_array(t["x"]), _array(t["y"])) for t in fig["data"]}
-
-
-def text(at: AppTest) -> str:
-    return " ".join(e.value for kind in ("info", "success", "warning", "caption", "markdown")
-                    for e in getattr(at, kind))
+def charts(at) -> dict[str, dict]:
+    """Figure JSON by the chart's key."""
+    shown = {c.proto.id.rsplit("-", 1)[-1] for c in at.get("plotly_chart")}
+    return {k: chart(at, k) for k in KEYS if k in shown}
 
 
 def kv_formula(cfg, pos, batch=1, dtype_bytes=4) -> int:
@@ -79,21 +47,24 @@ def kv_formula(cfg, pos, batch=1, dtype_bytes=4) -> int:
 
 # ------------------------------------------------------------------------------ before measuring
 def test_analytic_curves_before_anything_is_measured(tiny_zoo, no_reference):
-    at = open_page(cost_max_n=1024, cost_window=64)
+    at = open_page("cost", cost_max_n=1024, cost_window=64)
     figs = charts(at)
     assert set(figs) == {"cost_flops", "cost_bytes"}
-    frame = analytic_frame([256, 512, 1024], 64, cost_state.HEADS, cost_state.D_HEAD, 1, passes=("fwd",))
+    frame = analytic_frame([256, 512, 1024], 64, live.HEADS, live.D_HEAD, 1, passes=("fwd",))
     for variant, g in frame.groupby("variant"):
-        x, y = traces(figs["cost_flops"])[f"{variant} (analytic)"]
+        x, y = traces(figs["cost_flops"])[f"{LABELS[variant]} (analytic)"]
         np.testing.assert_array_equal(x, g["n"])
         np.testing.assert_array_equal(y, g["flops"])
-        _, y = traces(figs["cost_bytes"])[f"{variant} (analytic)"]
+        _, y = traces(figs["cost_bytes"])[f"{LABELS[variant]} (analytic)"]
         np.testing.assert_allclose(y, g["bytes_analytic"] / 2 ** 30)
     # full attention grows 4x per doubling of n, the window 2x (slopes 2 and 1)
-    full = traces(figs["cost_flops"])["full-sdpa (analytic)"][1]
-    band = traces(figs["cost_flops"])["window-banded (analytic)"][1]
+    full = traces(figs["cost_flops"])[f"{LABELS['full-sdpa']} (analytic)"][1]
+    band = traces(figs["cost_flops"])[f"{LABELS['window-banded']} (analytic)"][1]
     assert full[2] / full[1] == pytest.approx(4, rel=0.01) and band[2] / band[1] < 2.3
-    assert "formulas only" in text(at) and "window-masked" in text(at)
+    assert "formulas only" in text(at) and LABELS["window-masked"] in text(at)
+    legends = " ".join(name for f in figs.values() for name in traces(f))
+    assert not any(code in text(at) + legends  # plain words, never the code names
+                   for code in ("full-explicit", "full-sdpa", "window-masked", "window-banded"))
     assert not at.warning  # the default settings need no time warning
     at.session_state["cost_pass"] = "fwd+bwd"
     at.session_state["cost_max_n"] = 16384
@@ -112,23 +83,53 @@ def test_reference_csv_is_shown_and_labelled(tiny_zoo, monkeypatch, tmp_path):
     (tmp_path / "attention_cpu.json").write_text(json.dumps(dict(
         device="cpu", name="Test CPU 3000", threads=2, load_average=0.5,
         measured_at="2025-01-02T03:04:05+00:00", command="python -m tfviz.bench attention --n 1024 2048")))
-    monkeypatch.setattr(cost_state, "bench_dir", lambda: tmp_path)
-    at = open_page()
+    monkeypatch.setattr(bench, "REFERENCE_DIR", tmp_path)
+    at = open_page("cost")
     info = " ".join(i.value for i in at.info)
     assert "reference" in info and "Test CPU 3000" in info and "2025-01-02 03:04:05 UTC" in info
     assert "--n 1024 2048" in info
     figs = charts(at)
-    x, y = traces(figs["cost_time"])["full-sdpa (measured)"]
+    x, y = traces(figs["cost_time"])[f"{LABELS['full-sdpa']} (measured)"]
     np.testing.assert_array_equal(x, [1024, 2048])
     np.testing.assert_allclose(y, [0.02048, 0.04096])
     ratios = at.dataframe[0].value
-    row = ratios[ratios["comparison"] == "full-sdpa ÷ window-banded"].iloc[0]
+    row = ratios[ratios["comparison"] == f"{LABELS['full-sdpa']} ÷ {LABELS['window-banded']}"].iloc[0]
     assert row["time"] == pytest.approx(2.0) and row["n"] == 2048
+
+
+@pytest.mark.parametrize("pass_", ["fwd", "fwd+bwd"])
+def test_shipped_reference_table_figures_and_words_agree(tiny_zoo, monkeypatch, pass_):
+    """Issue 11, before: the shipped reference showed full attention growing only 1.40x per
+    doubling of n — the median wall time of a run at load 3.5 on 2 cores, mostly waiting for a
+    core (its CPU time grew 4.08x) — and its FLOPs column said a masked window costs what the
+    band costs (1.00x) while the text said it costs as much as full attention. After: the
+    single-thread run's CPU time (O(n²) ~4x per doubling, the band ~2x), a masked window's FLOPs
+    are full attention's, and the words quote the table's numbers."""
+    monkeypatch.setattr(bench, "device", lambda: "cpu")
+    at = open_page("cost", cost_pass=pass_)
+    ratios = at.dataframe[0].value.set_index("comparison")
+
+    def growth(variant):
+        return ratios.loc[next(c for c in ratios.index if c.startswith(f"{LABELS[variant]}: growth")), "time"]
+
+    for variant in ("full-explicit", "full-sdpa", "window-masked"):
+        assert 3.0 <= growth(variant) <= 5.5, (variant, growth(variant))
+    assert 1.5 <= growth("window-banded") <= 2.6
+    vs = {v: ratios.loc[f"{LABELS[v]} ÷ {LABELS['window-banded']}", "flops"]
+          for v in ("window-masked", "full-explicit", "full-sdpa")}
+    assert vs["window-masked"] == vs["full-explicit"] > 30  # every score computed, then masked
+    words = text(at)
+    assert "as many as full attention" in words and f"{vs['window-masked']:,.0f}× fewer" in words
+    df, meta = live.read_reference(bench.REFERENCE_DIR / "attention_cpu.csv")
+    g = df[(df["pass"] == pass_) & (df["variant"] == "full-explicit")].sort_values("n")
+    _, y = traces(charts(at)["cost_time"])[f"{LABELS['full-explicit']} (measured)"]
+    np.testing.assert_allclose(y, g["cpu_s"])  # the figure shows the table's clock
+    assert "CPU time" in charts(at)["cost_time"]["layout"]["yaxis"]["title"]["text"]
 
 
 # ------------------------------------------------------------------------------ measuring
 def test_measure_at_tiny_sizes_figures_hold_the_measurements(tiny_zoo, no_reference):
-    at = open_page(**TINY)
+    at = open_page("cost", **TINY)
     result = measure(at)
     df = result["attention"]
     assert sorted(set(df["n"])) == [256, 512] and set(df["pass"]) == {"fwd"}
@@ -137,26 +138,27 @@ def test_measure_at_tiny_sizes_figures_hold_the_measurements(tiny_zoo, no_refere
     figs = charts(at)
     assert {"cost_time", "cost_memory", "cost_kv", "cost_speed"} <= set(figs)
     for variant, g in df.sort_values("n").groupby("variant"):
-        x, y = traces(figs["cost_time"])[f"{variant} (measured)"]
+        x, y = traces(figs["cost_time"])[f"{LABELS[variant]} (measured)"]
         np.testing.assert_array_equal(x, g["n"])
-        np.testing.assert_allclose(y, g["time_s"], rtol=1e-12)
-        _, y = traces(figs["cost_memory"])[f"{variant} (measured)"]
+        np.testing.assert_allclose(y, g["cpu_s"], rtol=1e-12)  # 1 thread: the work's CPU time
+        _, y = traces(figs["cost_memory"])[f"{LABELS[variant]} (measured)"]
         np.testing.assert_allclose(y, g["peak_bytes"] / 2 ** 30, rtol=1e-12)
-        _, y = traces(figs["cost_memory"])[f"{variant} (analytic)"]
+        _, y = traces(figs["cost_memory"])[f"{LABELS[variant]} (analytic)"]
         np.testing.assert_allclose(y, g["bytes_analytic"] / 2 ** 30, rtol=1e-12)
     # explicit materialises n×n scores: its peak grows ~4x from 256 to 512, the band's ~2x
     peak = df.set_index(["variant", "n"])["peak_bytes"]
     assert peak["full-explicit", 512] / peak["full-explicit", 256] > 3
     assert peak["window-banded", 512] / peak["window-banded", 256] < 2.6
     ratios = at.dataframe[0].value
-    assert "full-explicit ÷ window-banded" in set(ratios["comparison"])
-    row = ratios[ratios["comparison"] == "full-explicit ÷ window-banded"].iloc[0]
+    explicit = f"{LABELS['full-explicit']} ÷ {LABELS['window-banded']}"
+    assert explicit in set(ratios["comparison"])
+    row = ratios[ratios["comparison"] == explicit].iloc[0]
     assert row["peak"] == pytest.approx(peak["full-explicit", 512] / peak["window-banded", 512])
     assert "Measured on this machine" in at.success[0].value
     assert "untrained" in text(at)  # the tiny zoo has no lm / lm-gqa / lm-mqa
 
     sizes = result["sizes"]
-    models = {kind: m for kind, _, m, _ in cost_state.kv_models()[0]}
+    models = {kind: m for kind, _, m, _ in bench.kv_models()[0]}
     assert set(sizes["kind"]) == {"MHA", "GQA", "MQA"}
     for _, r in sizes.iterrows():
         cfg = models[r["kind"]].config
@@ -173,14 +175,14 @@ def test_measure_at_tiny_sizes_figures_hold_the_measurements(tiny_zoo, no_refere
         np.testing.assert_allclose(y, g.sort_values("pos")["measured_bytes"] / 2 ** 20)
     speed = result["speed"]
     assert len(speed) == 6 and (speed["tokens_per_s"] > 0).all()
-    bars = {t["name"]: _array(t["y"]) for t in figs["cost_speed"]["data"]}
+    bars = {t["name"]: arr(t["y"]) for t in figs["cost_speed"]["data"]}
     np.testing.assert_allclose(bars["with KV cache"], speed[speed["cache"]]["tokens_per_s"])
 
     # results survive a trip to another page: nothing is measured again
     at.switch_page("app_pages/home.py").run()
-    at.switch_page(PAGE).run()
+    at.switch_page("app_pages/cost.py").run()
     assert not at.exception
-    assert at.session_state[cost_state.RESULT_KEY]["machine"] == result["machine"]
+    assert at.session_state[RESULT]["machine"] == result["machine"]
     assert "cost_time" in charts(at)
 
 
@@ -192,7 +194,7 @@ def test_shipped_lm_zoo_is_used_when_present(monkeypatch, tmp_path, no_reference
                                 max_len=64, pos="learned", pad_id=None)
         save_checkpoint(tmp_path / name, tfviz.Transformer(cfg))
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
-    at = open_page(**{**TINY, "cost_max_n": 256})
+    at = open_page("cost", **{**TINY, "cost_max_n": 256})
     result = measure(at)
     assert result["shipped"] and "Shipped models" in text(at)
     sizes = result["sizes"]
@@ -205,19 +207,19 @@ def test_shipped_lm_zoo_is_used_when_present(monkeypatch, tmp_path, no_reference
 def test_a_second_measurement_waits_for_the_first(tiny_zoo, no_reference, monkeypatch):
     busy = threading.Lock()
     busy.acquire()
-    monkeypatch.setattr(cost_state, "bench_lock", lambda: busy)
-    at = open_page(**TINY)
+    monkeypatch.setattr(bench, "bench_lock", lambda: busy)
+    at = open_page("cost", **TINY)
     at.button(key="measure").click().run()
     assert not at.exception
-    assert [w.value for w in at.warning] == [cost_state.BUSY]
-    assert cost_state.RESULT_KEY not in at.session_state
+    assert [w.value for w in at.warning] == [bench.BUSY]
+    assert RESULT not in at.session_state
     busy.release()
     measure(at)  # free again: it runs
 
 
 def test_time_limit_skips_variants_and_says_so(tiny_zoo, no_reference, monkeypatch):
-    monkeypatch.setattr(cost_state.Settings, "time_limit_s", property(lambda self: 0.0))
-    at = open_page(**TINY)
+    monkeypatch.setattr(live.Settings, "time_limit_s", property(lambda self: 0.0))
+    at = open_page("cost", **TINY)
     df = measure(at)["attention"]
     assert (df[df["n"] == 256]["skipped"] == "").all()  # the first n always runs
     late = df[df["n"] == 512]

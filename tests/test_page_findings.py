@@ -2,15 +2,12 @@
 chart holds exactly what an independent recording / the card says."""
 from __future__ import annotations
 
-import base64
-import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import arr, chart, ok, open_page
 
 import tfviz
 from tfviz.analysis import score_model
@@ -19,9 +16,6 @@ from tfviz.paths import SHIPPED as DEFAULT_DIR
 from tfviz.zoo import read_cards
 from tfviz.analysis.induction import condition_probes
 from tfviz.zoo.measure import HELDOUT_BATCH, HELDOUT_SEED, heldout_conditions
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "app_pages/findings.py"
 
 
 @pytest.fixture(autouse=True)
@@ -32,34 +26,6 @@ def real_zoo(monkeypatch):
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def open_page(section: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.run()
-    at.switch_page(PAGE).run()
-    ok(at)
-    if section is not None:
-        at.radio(key="finding").set_value(section).run()
-        ok(at)
-    return at
-
-
-def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def chart(at: AppTest, key: str) -> dict:
-    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
-    assert len(found) == 1, f"no chart {key!r}: {[c.proto.id for c in at.get('plotly_chart')]}"
-    return json.loads(found[0].proto.spec)
-
-
-def arr(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
-    return np.array(v, dtype=float)
 
 
 def zoo(name: str):
@@ -75,7 +41,7 @@ def mission_row(ck, sentence: int, position: str) -> np.ndarray:
 
 
 def test_coref_probe_is_the_recorded_pronoun_row() -> None:
-    at = open_page()
+    at = open_page("findings")
     ck = zoo("coref")
     fig = chart(at, "find_coref_probe")
     want = mission_row(ck, 1, "query")
@@ -87,6 +53,10 @@ def test_coref_probe_is_the_recorded_pronoun_row() -> None:
     app = next(float(v) for k, v in metrics.items() if k.startswith("→ application"))
     s1 = {"law": want[..., ck.build_task().mission_sentences()[0].meta["candidate_mentions"][0]].sum(-1).max()}
     assert law == pytest.approx(s1["law"], abs=0.006) and law > 0.5 and app > 0.5
+    # the same heads' roles, as the Attention explorer's head-roles table names them (issue 11:
+    # the table said "diffuse" for the application head L0H2)
+    words = " ".join(m.value for m in at.markdown)
+    assert "**Layer 0, head 2: attribute**" in words and "**Layer 1, head 1: antecedent**" in words
     at.radio(key="find_sentence").set_value(2).run()
     at.radio(key="find_position").set_value("pronoun").run()
     ok(at)
@@ -97,7 +67,7 @@ def test_coref_probe_is_the_recorded_pronoun_row() -> None:
 
 
 def test_induction_bars_are_the_head_scores() -> None:
-    at = open_page("Induction heads")
+    at = open_page("findings", finding="Induction heads")
     fig = chart(at, "find_ind_bars")
     names = [t["name"] for t in fig["data"] if t["type"] == "bar"]
     assert names == ["2 layers", "1 layer"]
@@ -136,7 +106,7 @@ def test_induction_curve_is_the_recomputed_repeat_loss_per_position() -> None:
     """The per-position curve (2 layers vs 1, training length marked) holds what the models
     compute on the held-out sequences, recomputed here; and it shows the claim: past the longest
     training sequence the 2-layer model still copies, the 1-layer model does not."""
-    at = open_page("Induction heads")
+    at = open_page("findings", finding="Induction heads")
     card = read_cards(DEFAULT_DIR)["induction-2L"]
     L, chance = card["finding"]["train_length"], card["finding"]["chance"]
     fig = chart(at, "find_ind_curve")
@@ -166,7 +136,7 @@ def test_induction_curve_is_the_recomputed_repeat_loss_per_position() -> None:
 
 
 def test_extrapolation_curves_from_cards_and_live() -> None:
-    at = open_page("Positional extrapolation")
+    at = open_page("findings", finding="Positional extrapolation")
     cards = read_cards(DEFAULT_DIR)
     fig = chart(at, "find_pos_curves")
     lines = {t["name"]: t for t in fig["data"] if t.get("mode") == "lines+markers"}
@@ -187,7 +157,7 @@ def test_extrapolation_curves_from_cards_and_live() -> None:
 
 
 def test_cross_attention_is_the_recorded_pattern() -> None:
-    at = open_page("Cross-attention")
+    at = open_page("findings", finding="Cross-attention")
     ck = zoo("translate")
     best = read_cards(DEFAULT_DIR)["translate"]["finding"]["best_head"]
     ex = ck.build_task().examples("test")[0]
@@ -206,7 +176,7 @@ def test_cross_attention_is_the_recorded_pattern() -> None:
 
 
 def test_all_models_table_and_kv_bars() -> None:
-    at = open_page("All models")
+    at = open_page("findings", finding="All models")
     cards = read_cards(DEFAULT_DIR)
     assert list(at.dataframe[0].value["model"]) == list(cards)
     fig = chart(at, "find_lm_bars")
@@ -216,10 +186,10 @@ def test_all_models_table_and_kv_bars() -> None:
 
 def test_missing_zoo_and_missing_model_warn(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TFVIZ_ZOO_DIR", str(tmp_path))
-    at = open_page()
+    at = open_page("findings")
     assert any("No zoo models" in w.value for w in at.warning)
     shutil.copy(DEFAULT_DIR / "mlm.safetensors", tmp_path / "mlm.safetensors")
-    at = open_page()
+    at = open_page("findings")
     assert any("coref" in w.value and "missing" in w.value for w in at.warning)
     for section in ("Induction heads", "Positional extrapolation", "Cross-attention", "All models"):
         at.radio(key="finding").set_value(section).run()

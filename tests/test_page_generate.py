@@ -2,13 +2,10 @@
 attention the model really computed (checked against an independent full ``tfviz.record``)."""
 from __future__ import annotations
 
-import base64
-import json
-
 import numpy as np
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import charts, heatmap_z, ok, open_page
 
 import tfviz
 from tfviz.train.checkpoint import load_checkpoint
@@ -17,38 +14,15 @@ from tfviz.generation import default_inputs, encode_text, generate_with_attentio
 from tfviz.viz import generated_tokens_html, kv_cache_growth
 
 
-def open_generate(path) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=60)
-    at.session_state["model_path"] = str(path)
-    at.run()
-    at.switch_page("app_pages/generate.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def prompt_box(at: AppTest):
+def prompt_box(at):
     return at.text_input(key=f"gen_prompt:{at.session_state['model_path']}")
 
 
-def src_box(at: AppTest):
+def src_box(at):
     return at.text_area(key=f"gen_src:{at.session_state['model_path']}")
 
 
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def z_of(fig: dict) -> np.ndarray:
-    """The first trace's z (Plotly may ship it as a base64 typed array)."""
-    z = fig["data"][0]["z"]
-    if isinstance(z, dict):
-        a = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
-        shape = [int(n) for n in str(z.get("shape", len(a))).split(",")]
-        return a.reshape(shape).astype(float)
-    return np.array([[np.nan if v is None else v for v in row] for row in z], float)
-
-
-def page_generation(at: AppTest, ckpt, src: bool = False):
+def page_generation(at, ckpt, src: bool = False):
     """Recompute, independently of the page, what it should have generated (greedy)."""
     tok = ckpt.tokenizer
     prompt = encode_text(tok, prompt_box(at).value, "prompt", bos=True)
@@ -111,7 +85,7 @@ def test_extra_figures() -> None:
 
 # ------------------------------------------------------------------------------ the page
 def test_decoder_page_shows_true_attention(tiny_zoo) -> None:
-    at = open_generate(tiny_zoo["tiny-coref"])
+    at = open_page("generate", tiny_zoo["tiny-coref"])
     ckpt = load_checkpoint(tiny_zoo["tiny-coref"])
     prompt, _, ids = page_generation(at, ckpt)
     figs = charts(at)
@@ -122,7 +96,7 @@ def test_decoder_page_shows_true_attention(tiny_zoo) -> None:
         at.selectbox(key="gen_layer").select(layer)
         at.selectbox(key="gen_head").select(head).run()
         assert not at.exception
-        z = z_of(charts(at)[0])
+        z = heatmap_z(charts(at)[0])
         pat = rec[f"blocks.{layer}.attn.hook_pattern"][0].numpy()  # [head, q_pos, k_pos]
         pat = pat.mean(0) if head == "average" else pat[head]
         assert z.shape == (len(ids) - len(prompt), len(ids) - 1)
@@ -139,7 +113,7 @@ def test_decoder_page_shows_true_attention(tiny_zoo) -> None:
 
 
 def test_sampling_controls(tiny_zoo) -> None:
-    at = open_generate(tiny_zoo["tiny-induction"])
+    at = open_page("generate", tiny_zoo["tiny-induction"])
     ckpt = load_checkpoint(tiny_zoo["tiny-induction"])
     at.slider(key="gen_temp").set_value(1.0)
     at.number_input(key="gen_top_k").set_value(3)
@@ -158,13 +132,13 @@ def test_sampling_controls(tiny_zoo) -> None:
 
 
 def test_encoder_decoder_page_self_and_cross(tiny_zoo) -> None:
-    at = open_generate(tiny_zoo["tiny-translate"])
+    at = open_page("generate", tiny_zoo["tiny-translate"])
     ckpt = load_checkpoint(tiny_zoo["tiny-translate"])
     assert src_box(at).value  # the task's example sentence
     prompt, src, ids = page_generation(at, ckpt, src=True)
     rec = tfviz.record(ckpt.model, torch.tensor([src]), torch.tensor([ids[:-1]]),
                        names=pattern_names(ckpt.model))
-    z = z_of(charts(at)[0])
+    z = heatmap_z(charts(at)[0])
     self_pat = rec["decoder.blocks.0.attn.hook_pattern"][0].numpy().mean(0)
     for t in range(z.shape[0]):
         q = len(prompt) - 1 + t
@@ -174,7 +148,7 @@ def test_encoder_decoder_page_self_and_cross(tiny_zoo) -> None:
     assert not at.exception
     fig = charts(at)[0]
     cross = rec["decoder.blocks.0.cross_attn.hook_pattern"][0, 1].numpy()  # [tgt_pos, src_pos]
-    np.testing.assert_allclose(z_of(fig), cross[len(prompt) - 1:len(ids) - 1], atol=1e-5)
+    np.testing.assert_allclose(heatmap_z(fig), cross[len(prompt) - 1:len(ids) - 1], atol=1e-5)
     assert len(fig["data"][0]["x"]) == len(src)
     # no source text: a message, not an exception
     src_box(at).input("")
@@ -184,13 +158,13 @@ def test_encoder_decoder_page_self_and_cross(tiny_zoo) -> None:
 
 
 def test_encoder_says_why_not(tiny_zoo) -> None:
-    at = open_generate(tiny_zoo["tiny-mlm"])
+    at = open_page("generate", tiny_zoo["tiny-mlm"])
     assert any("encoder, so it cannot generate" in w.value for w in at.warning)
     assert not at.get("plotly_chart")
 
 
 def test_bad_prompts(tiny_zoo) -> None:
-    at = open_generate(tiny_zoo["tiny-induction"])  # learned positions, max_len 128
+    at = open_page("generate", tiny_zoo["tiny-induction"])  # learned positions, max_len 128
     prompt_box(at).input("   ")
     at.run()
     assert not at.exception and any("prompt is empty" in w.value for w in at.warning)
@@ -202,3 +176,33 @@ def test_bad_prompts(tiny_zoo) -> None:
     at.slider(key="gen_n").set_value(4)
     at.run()
     assert not at.exception and any("[UNK]" in w.value for w in at.warning)
+
+
+def test_generate_opens_on_a_model_that_writes_and_says_why_another_does_not(tiny_zoo, tmp_path,
+                                                                             monkeypatch):
+    """Issue 11, before: Generate opened on the first model listed, the coref model, which babbles
+    ("database dog rabbit rabbit…") with no word of why. After: until the student picks a model,
+    Generate opens on the shipped language model (lm); a model trained on a classification-style
+    task (one answer token per example) says so plainly."""
+    import shutil
+
+    from tfviz.tasks import make_task
+
+    shutil.copy(tiny_zoo["tiny-coref"], tmp_path / "coref.safetensors")  # listed first
+    task = make_task("lm")
+    torch.manual_seed(0)
+    cfg = tfviz.ModelConfig(vocab_size=task.tokenizer.vocab_size, d_model=16, n_heads=2,
+                            n_layers=1, max_len=64)
+    from tfviz.train.checkpoint import save_checkpoint
+    save_checkpoint(tmp_path / "lm", tfviz.Transformer(cfg), task=task)
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    at = open_page("generate")
+    assert at.session_state["model_path"] == str(tmp_path / "lm.safetensors")
+    assert not any("classification" in i.value for i in at.info)
+    at.switch_page("app_pages/attention.py").run()  # another page keeps the same model
+    assert at.session_state["model_path"] == str(tmp_path / "lm.safetensors")
+    at = open_page("generate", tmp_path / "coref.safetensors")  # picked: kept, and explained
+    ok(at)
+    assert at.session_state["model_path"] == str(tmp_path / "coref.safetensors")
+    note = " ".join(i.value for i in at.info)
+    assert "**coref** task" in note and "classification" in note and "**lm**" in note

@@ -2,56 +2,35 @@
 recording of the same checkpoint (with the window copied in), and "no peeking" is exactly 0."""
 from __future__ import annotations
 
-import base64
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import arr, chart, ok, open_page
 
 import tfviz
 from tfviz.train.checkpoint import load_checkpoint
 from tfviz.model.masks import (causal_mask, global_tokens_mask, padding_mask, sliding_window_mask)
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "app_pages/masks.py"
 
+def page_tokens(at, ckpt) -> list[int]:
+    """The tokens the page shows: the typed text wrapped like the task's examples ([BOS] … for a
+    decoder, [CLS] … [SEP] for an encoder), at most 40."""
+    from tfviz.analysis.explorer import layout_of, prepare_text
 
-def open_page(path: Path) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["model_path"] = str(path)
-    at.run()
-    at.switch_page(PAGE)
-    return at.run()
-
-
-def chart(at: AppTest, key: str) -> dict:
-    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
-    assert len(found) == 1, f"no chart {key!r}: {[c.proto.id for c in at.get('plotly_chart')]}"
-    return json.loads(found[0].proto.spec)
-
-
-def arr(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
-    return np.array(v, dtype=float)
-
-
-def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def page_tokens(at: AppTest, ckpt, causal: bool) -> list[int]:
-    ids = ckpt.tokenizer.encode(at.text_input(key="mask_text").value).ids[:40]
-    return [ckpt.tokenizer.bos_id] + ids if causal else ids
+    like = ckpt.build_task().examples("validation")[0].tokens
+    prefix, suffix = layout_of(like, ckpt.tokenizer.special_ids)
+    return prepare_text(ckpt.tokenizer, at.text_area(key="mask_text").value, prefix, suffix, 40).ids
 
 
 def pattern(model, tokens, layer=0, head=0, **kw) -> np.ndarray:
     rec = tfviz.record(model, torch.tensor([tokens]), names=[f"blocks.{layer}.attn.hook_pattern"], **kw)
     return rec[f"blocks.{layer}.attn.hook_pattern"][0, head].numpy()
+
+
+def shown(at) -> tuple[np.ndarray, np.ndarray]:
+    """(the mask grid, the masked pattern with NaN as 0) the page shows."""
+    return (arr(chart(at, "mask_grid")["data"][0]["z"]),
+            np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"])))
 
 
 def windowed(model, window, g=0):
@@ -61,30 +40,29 @@ def windowed(model, window, g=0):
 
 
 def test_causal_grid_and_pattern_are_the_models(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-coref"])
+    at = open_page("masks", tiny_zoo["tiny-coref"])
     ok(at)
     ck = load_checkpoint(tiny_zoo["tiny-coref"])
-    ids = page_tokens(at, ck, True)
-    n = len(ids)
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), causal_mask(n, n).numpy())
-    z = arr(chart(at, "mask_pattern")["data"][0]["z"])
-    np.testing.assert_allclose(np.nan_to_num(z), pattern(ck.model, ids), atol=1e-6)
+    ids = page_tokens(at, ck)
+    grid, z = shown(at)
+    assert np.array_equal(grid, causal_mask(len(ids), len(ids)).numpy())
+    np.testing.assert_allclose(z, pattern(ck.model, ids), atol=1e-6)
     assert at.metric[0].value == "0"
 
 
 def test_sliding_window_and_global_local(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-coref"])
+    at = open_page("masks", tiny_zoo["tiny-coref"])
     at.selectbox(key="mask_kind").select("sliding window")
     at.slider(key="mask_window").set_value(2)
     at.selectbox(key="mask_layer").select(1)
     at.selectbox(key="mask_head").select(2).run()
     ok(at)
     ck = load_checkpoint(tiny_zoo["tiny-coref"])
-    ids = page_tokens(at, ck, True)
+    ids = page_tokens(at, ck)
     n = len(ids)
     want = sliding_window_mask(n, n, 2, causal=True).numpy()
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), want)
-    z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
+    grid, z = shown(at)
+    assert np.array_equal(grid, want)
     assert np.all(z[~want] == 0.0), "attention outside the window must be exactly 0"
     np.testing.assert_allclose(z, pattern(windowed(ck.model, 2), ids, 1, 2), atol=1e-6)
     assert at.metric[0].value == "0"
@@ -96,39 +74,39 @@ def test_sliding_window_and_global_local(tiny_zoo) -> None:
     at.slider(key="mask_global").set_value(2).run()
     ok(at)
     want = (sliding_window_mask(n, n, 2, True) | (global_tokens_mask(n, n, 2) & causal_mask(n, n))).numpy()
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), want)
-    z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
+    grid, z = shown(at)
+    assert np.array_equal(grid, want)
     assert np.all(z[~want] == 0.0)
     np.testing.assert_allclose(z, pattern(windowed(ck.model, 2, 2), ids, 1, 2), atol=1e-6)
 
 
 def test_padding_decoder_pads_on_the_left(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-induction"])
+    at = open_page("masks", tiny_zoo["tiny-induction"])
     at.selectbox(key="mask_kind").select("padding")
     at.slider(key="mask_pads").set_value(4).run()
     ok(at)
     ck = load_checkpoint(tiny_zoo["tiny-induction"])
-    ids = [0] * 4 + page_tokens(at, ck, True)
+    ids = [0] * 4 + page_tokens(at, ck)
     n = len(ids)
     pads = torch.tensor([[True] * 4 + [False] * (n - 4)])
     want = (causal_mask(n, n) & padding_mask(pads)[0, 0]) | torch.eye(n, dtype=torch.bool)
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), want.numpy())
-    z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
+    grid, z = shown(at)
+    assert np.array_equal(grid, want.numpy())
     np.testing.assert_allclose(z, pattern(ck.model, ids, padding_mask=pads), atol=1e-6)
     assert np.all(z[4:, :4] == 0.0), "real tokens never look at the pads"
 
 
 def test_encoder_window_is_bidirectional(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-mlm"])
+    at = open_page("masks", tiny_zoo["tiny-mlm"])
     at.selectbox(key="mask_kind").select("sliding window")
     at.slider(key="mask_window").set_value(1).run()
     ok(at)
     ck = load_checkpoint(tiny_zoo["tiny-mlm"])
-    ids = page_tokens(at, ck, False)
+    ids = page_tokens(at, ck)
     n = len(ids)
     want = sliding_window_mask(n, n, 1, causal=False).numpy()
-    assert np.array_equal(arr(chart(at, "mask_grid")["data"][0]["z"]), want)
-    z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
+    grid, z = shown(at)
+    assert np.array_equal(grid, want)
     np.testing.assert_allclose(z, pattern(windowed(ck.model, 1), ids), atol=1e-6)
     assert np.all(z[~want] == 0.0)
     # an encoder has no causal mask: editing a token moves every position's output
@@ -137,12 +115,12 @@ def test_encoder_window_is_bidirectional(tiny_zoo) -> None:
 
 
 def test_no_peeking_is_exactly_zero_before_the_edit(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-coref"])
+    at = open_page("masks", tiny_zoo["tiny-coref"])
     at.slider(key="mask_edit_pos").set_value(5)
     at.selectbox(key="mask_edit_token").select(20).run()
     ok(at)
     ck = load_checkpoint(tiny_zoo["tiny-coref"])
-    ids = page_tokens(at, ck, True)
+    ids = page_tokens(at, ck)
     edited = list(ids)
     edited[5] = 20
     with torch.no_grad():
@@ -155,16 +133,15 @@ def test_no_peeking_is_exactly_zero_before_the_edit(tiny_zoo) -> None:
 
 
 def test_encoder_decoder_both_stacks(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-translate"])
+    at = open_page("masks", tiny_zoo["tiny-translate"])
     ok(at)
     for stack in ("encoder", "decoder"):
         at.radio(key="mask_stack").set_value(stack).run()
         for kind in ("padding", "global + local"):
             at.selectbox(key="mask_kind").select(kind).run()
             ok(at)
-            z = np.nan_to_num(arr(chart(at, "mask_pattern")["data"][0]["z"]))
-            grid = arr(chart(at, "mask_grid")["data"][0]["z"]).astype(bool)
-            assert np.all(z[~grid] == 0.0), (stack, kind)
+            grid, z = shown(at)
+            assert np.all(z[~grid.astype(bool)] == 0.0), (stack, kind)
     y = arr(chart(at, "mask_nopeek")["data"][0]["y"])
     p = at.slider(key="mask_edit_pos").value
     assert np.all(y[:p] == 0.0) and y[p:].max() > 0
@@ -173,7 +150,50 @@ def test_encoder_decoder_both_stacks(tiny_zoo) -> None:
 @pytest.mark.parametrize("text", [pytest.param("", id="empty"), pytest.param("   ", id="blank"),
                                   pytest.param("\x00\x07 🦓 ü\u200b" * 3, id="odd-unicode")])
 def test_bad_text_gives_a_message_not_an_exception(tiny_zoo, text) -> None:
-    at = open_page(tiny_zoo["tiny-coref"])
-    at.text_input(key="mask_text").set_value(text).run()
+    at = open_page("masks", tiny_zoo["tiny-coref"])
+    at.text_area(key="mask_text").set_value(text).run()
     ok(at)
     assert at.warning or at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("text", ["law", "the law"], ids=["one-word", "two-words"])
+def test_one_and_two_word_texts_show_every_view(tiny_zoo, text) -> None:
+    """The shortest inputs ([BOS] + one or two words) still get the grid, the pattern and the
+    "no peeking" check, each the size of the input."""
+    at = open_page("masks", tiny_zoo["tiny-coref"], mask_text=text)
+    ok(at)
+    ids = page_tokens(at, load_checkpoint(tiny_zoo["tiny-coref"]))
+    assert len(ids) == 1 + len(text.split())
+    grid, z = shown(at)
+    assert grid.shape == z.shape == (len(ids), len(ids))
+    assert len(arr(chart(at, "mask_nopeek")["data"][0]["y"])) == len(ids)
+
+
+def test_text_is_fitted_to_each_model(tiny_zoo, tmp_path, monkeypatch) -> None:
+    """Issue 11, before: text typed for one model carried over to another and the page stopped
+    with "tokens reaches position 32, but this model has learned positions for only 16". After:
+    another model starts from its own example, and any text is cut to the positions the model
+    has, with a warning saying so."""
+    import shutil
+
+    from tfviz.train.checkpoint import save_checkpoint
+
+    shutil.copy(tiny_zoo["tiny-coref"], tmp_path / "coref.safetensors")
+    task = load_checkpoint(tiny_zoo["tiny-coref"]).build_task()
+    torch.manual_seed(0)
+    cfg = tfviz.ModelConfig(vocab_size=task.tokenizer.vocab_size, d_model=16, n_heads=2,
+                            n_layers=1, max_len=16, pos="learned")
+    save_checkpoint(tmp_path / "short", tfviz.Transformer(cfg), task=task)
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    long_text = " ".join(["the law and the dog"] * 7)  # 35 words
+    at = open_page("masks", tmp_path / "coref.safetensors", mask_text=long_text)
+    assert len(arr(chart(at, "mask_grid")["data"][0]["z"])) == 36  # [BOS] + 35
+    at.sidebar.selectbox(key="model_select").select(str(tmp_path / "short.safetensors")).run()
+    ok(at)
+    assert not at.error
+    assert at.text_area(key="mask_text").value != long_text  # the new model's own example
+    at.text_area(key="mask_text").set_value(long_text).run()  # typed again: cut to fit
+    ok(at)
+    assert any("showing the first 16: this model has learned positions for only 16" in w.value
+               for w in at.warning)
+    assert not at.error and len(arr(chart(at, "mask_grid")["data"][0]["z"])) == 16

@@ -2,15 +2,13 @@
 the same checkpoint; the scheme comparison equals extrapolation_table; bad input gives messages."""
 from __future__ import annotations
 
-import base64
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import arr, chart, ok, open_page
 
 import tfviz
 from tfviz.analysis.positional import (comparable, extrapolation_table, not_possible, packed_batch,
@@ -20,39 +18,9 @@ from tfviz.train.checkpoint import load_checkpoint, read_metadata, save_checkpoi
 from tfviz.tasks import make_task
 from tfviz.viz.tiles import tile
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "app_pages/positional.py"
-
-
-def open_page(path: Path, section: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["model_path"] = str(path)
-    at.run()
-    at.switch_page(PAGE)
-    if section is not None:
-        at.session_state["pos_section"] = section
-    return at.run()
-
-
-def chart(at: AppTest, key: str) -> dict:
-    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
-    assert len(found) == 1, f"no chart {key!r}: {[c.proto.id for c in at.get('plotly_chart')]}"
-    return json.loads(found[0].proto.spec)
-
-
-def arr(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
-    return np.array(v, dtype=float)
-
-
-def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
 
 def test_sinusoidal_matrix_equals_the_models_table(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-translate"], "Sinusoidal")
+    at = open_page("positional", tiny_zoo["tiny-translate"], pos_section="Sinusoidal")
     ok(at)
     at.slider(key="pos_sin_d").set_value(48)
     at.slider(key="pos_sin_n").set_value(100).run()
@@ -67,7 +35,7 @@ def test_sinusoidal_matrix_equals_the_models_table(tiny_zoo) -> None:
 
 
 def test_learned_table_and_its_similarity(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-induction"])
+    at = open_page("positional", tiny_zoo["tiny-induction"])
     ok(at)
     assert at.radio(key="pos_section").value == "Learned"  # the model's own scheme first
     table = load_checkpoint(tiny_zoo["tiny-induction"]).model.stack.pos.table.weight.detach().numpy()
@@ -77,7 +45,7 @@ def test_learned_table_and_its_similarity(tiny_zoo) -> None:
 
 
 def test_rope_uses_real_q_and_k(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-coref"])
+    at = open_page("positional", tiny_zoo["tiny-coref"])
     ok(at)
     assert at.radio(key="pos_section").value == "RoPE"
     at.selectbox(key="pos_rope_layer").select(1)
@@ -87,7 +55,7 @@ def test_rope_uses_real_q_and_k(tiny_zoo) -> None:
     at.slider(key="pos_rope_pair").set_value(2).run()
     ok(at)
     ck = load_checkpoint(tiny_zoo["tiny-coref"])
-    ids = ck.tokenizer.encode(at.text_input(key="pos_rope_text").value).ids
+    ids = ck.tokenizer.encode(at.text_area(key="pos_rope_text").value).ids
     toks = torch.tensor([[ck.tokenizer.bos_id] + ids[:47]])
     names = ["blocks.1.attn.hook_q", "blocks.1.attn.hook_k", "blocks.1.attn.hook_attn_scores"]
     rec = tfviz.record(ck.model, toks, names=names)
@@ -107,27 +75,48 @@ def test_rope_uses_real_q_and_k(tiny_zoo) -> None:
     np.testing.assert_allclose(arr(tip["y"])[1], q_pair[1], atol=1e-6)
 
 
+def test_picking_a_model_opens_its_own_scheme(tiny_zoo) -> None:
+    """Issue 11, before: with the Positional page open on RoPE, picking a learned-positions model
+    left the page on RoPE with demo vectors. After: another model opens on its own scheme."""
+    at = open_page("positional", tiny_zoo["tiny-coref"])
+    assert at.radio(key="pos_section").value == "RoPE"
+    at.sidebar.selectbox(key="model_select").select(str(tiny_zoo["tiny-induction"])).run()
+    ok(at)
+    assert at.radio(key="pos_section").value == "Learned" and chart(at, "pos_learned_matrix")
+    at.sidebar.selectbox(key="model_select").select(str(tiny_zoo["tiny-mlm"])).run()
+    assert at.radio(key="pos_section").value == "ALiBi" and chart(at, "pos_alibi")
+    at.switch_page("app_pages/masks.py").run()  # the pick holds on every page (it fell back to
+    ok(at)                                       # the first model on the next page)
+    assert at.session_state["model_path"] == str(tiny_zoo["tiny-mlm"])
+
+
 def test_rope_demo_when_the_model_has_no_rope(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-induction"], "RoPE")
+    at = open_page("positional", tiny_zoo["tiny-induction"], pos_section="RoPE")
     ok(at)
     assert any("DEMO vectors" in i.value for i in at.info)
     assert "DEMO" in chart(at, "pos_rope_grid")["layout"]["title"]["text"]
 
 
 def test_alibi_bias_of_an_alibi_model(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-mlm"])
+    at = open_page("positional", tiny_zoo["tiny-mlm"])
     ok(at)
     assert at.radio(key="pos_section").value == "ALiBi"
     at.slider(key="pos_bias_n").set_value(12).run()
     ok(at)
     t = tfviz.positional_tables(load_checkpoint(tiny_zoo["tiny-mlm"]).model, 12)
-    want = tile(t["alibi_bias"].numpy()[None])
-    np.testing.assert_allclose(arr(chart(at, "pos_alibi")["data"][0]["z"]), want, atol=1e-6)
+    bias = t["alibi_bias"].numpy()  # [head, q, k]
+    fig = chart(at, "pos_alibi")
+    np.testing.assert_allclose(arr(fig["data"][0]["customdata"]), tile(bias[None]), atol=1e-6)
+    # Issue 11, before: one colour scale for all heads, so the gentle heads (slope 1/16, 1/256…)
+    # looked blank. After: each head coloured on its own scale, the exact bias in the hover.
+    scaled = bias / np.abs(bias).max(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(arr(fig["data"][0]["z"]), tile(scaled[None]), atol=1e-6)
+    assert all(np.abs(scaled[h]).max() == 1 for h in range(len(bias)))  # every head in full colour
     assert not at.info  # real, not a formula stand-in
 
 
 def test_t5_buckets_formula_for_a_non_t5_model(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-coref"], "T5")
+    at = open_page("positional", tiny_zoo["tiny-coref"], pos_section="T5")
     ok(at)
     want = scheme_tables("t5", n_heads=4, n=16, causal=True)["t5_buckets"].numpy()
     cfg = load_checkpoint(tiny_zoo["tiny-coref"]).config.replace(pos="t5")
@@ -137,7 +126,7 @@ def test_t5_buckets_formula_for_a_non_t5_model(tiny_zoo) -> None:
 
 
 def test_encoder_decoder_stacks_and_missing_tables(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-translate"], "Learned")
+    at = open_page("positional", tiny_zoo["tiny-translate"], pos_section="Learned")
     ok(at)
     assert any("no learned position table" in i.value for i in at.info)
     for section in ("RoPE", "ALiBi", "T5", "Sinusoidal"):
@@ -147,10 +136,10 @@ def test_encoder_decoder_stacks_and_missing_tables(tiny_zoo) -> None:
 
 
 def test_empty_rope_text_warns(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-coref"], "RoPE")
-    at.text_input(key="pos_rope_text").set_value("").run()
+    at = open_page("positional", tiny_zoo["tiny-coref"], pos_section="RoPE")
+    at.text_area(key="pos_rope_text").set_value("").run()
     ok(at)
-    assert any("too few tokens" in w.value for w in at.warning)
+    assert any("empty" in w.value for w in at.warning)
 
 
 # ------------------------------------------------------------------------ comparing schemes
@@ -193,7 +182,7 @@ def test_extrapolation_table_marks_learned_beyond_max_len(family) -> None:
 
 def test_compare_page_with_the_family(family, monkeypatch) -> None:
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(family))
-    at = open_page(family / "ind-rope.safetensors", "Compare schemes")
+    at = open_page("compare", family / "ind-rope.safetensors")
     ok(at)
     assert not at.info  # the family exists: no "none yet" note
     assert len(at.multiselect(key="pos_cmp_models").value) == 3
@@ -212,12 +201,12 @@ def test_compare_without_family_offers_same_task_models(tiny_zoo) -> None:
     cards = {p: read_metadata(p) for p in map(str, tiny_zoo.values())}
     options, is_family = comparable(cards, str(tiny_zoo["tiny-coref"]))
     assert not is_family and options == [str(tiny_zoo["tiny-coref"])]
-    at = open_page(tiny_zoo["tiny-coref"], "Compare schemes")
+    at = open_page("compare", tiny_zoo["tiny-coref"])
     ok(at)
     assert any("No checkpoints marked as the positional family" in i.value for i in at.info)
     at.button(key="pos_cmp_run").click().run()
     ok(at)
     assert len(at.dataframe[0].value) == 4
-    at = open_page(tiny_zoo["tiny-translate"], "Compare schemes")  # encoder-decoder: nothing
+    at = open_page("compare", tiny_zoo["tiny-translate"])  # encoder-decoder: nothing
     ok(at)
     assert any("Nothing to compare" in w.value for w in at.warning)

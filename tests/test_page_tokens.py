@@ -2,50 +2,19 @@
 one-hot identity and the cosine of embed.weight rows, neighbours equal nearest_neighbours_frame."""
 from __future__ import annotations
 
-import base64
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import arr, chart, ok, open_page
 
 from tfviz.analysis.embeddings import MAX_CHARS, SHOW_CHARS, clean_text, default_corpus
 from tfviz.train.checkpoint import load_checkpoint
 from tfviz.tokenize import compare_tokenizers
 from tfviz.viz import nearest_neighbours_frame
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGE = "app_pages/tokens.py"
 COLS = ["kind", "count", "vocab_size", "unknowns"]
 
 
-def open_page(path: Path) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["model_path"] = str(path)
-    at.run()
-    at.switch_page(PAGE)
-    return at.run()
-
-
-def chart(at: AppTest, key: str) -> dict:
-    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
-    assert len(found) == 1, f"no chart {key!r}: {[c.proto.id for c in at.get('plotly_chart')]}"
-    return json.loads(found[0].proto.spec)
-
-
-def arr(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return a.reshape([int(s) for s in str(v["shape"]).split(",")]) if "shape" in v else a
-    return np.array(v, dtype=float)
-
-
-def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def frame(at: AppTest, i: int = 0):
+def frame(at, i: int = 0):
     return at.dataframe[i].value
 
 
@@ -55,7 +24,7 @@ def corpus() -> str:
 
 
 def test_counts_equal_compare_tokenizers(tiny_zoo, corpus) -> None:
-    at = open_page(tiny_zoo["tiny-coref"])
+    at = open_page("tokens", tiny_zoo["tiny-coref"])
     ok(at)
     text = "the dogs near the cat run. Zebras 🦓 sing!"
     at.text_area(key="tok_text").input(text)
@@ -78,7 +47,7 @@ def test_counts_equal_compare_tokenizers(tiny_zoo, corpus) -> None:
 
 @pytest.mark.parametrize("name", ["tiny-coref", "tiny-induction", "tiny-translate", "tiny-mlm"])
 def test_embedding_similarity_is_the_models(tiny_zoo, name) -> None:
-    at = open_page(tiny_zoo[name])
+    at = open_page("tokens", tiny_zoo[name])
     ok(at)
     ck = load_checkpoint(tiny_zoo[name])
     ids = at.multiselect(key="tok_pick").value
@@ -102,7 +71,7 @@ def test_embedding_similarity_is_the_models(tiny_zoo, name) -> None:
 
 
 def test_picking_tokens_changes_the_heatmap(tiny_zoo) -> None:
-    at = open_page(tiny_zoo["tiny-induction"])
+    at = open_page("tokens", tiny_zoo["tiny-induction"])
     at.multiselect(key="tok_pick").set_value([10, 11, 12]).run()
     ok(at)
     assert arr(chart(at, "tok_learned_sim")["data"][0]["z"]).shape == (3, 3)
@@ -116,7 +85,7 @@ def test_picking_tokens_changes_the_heatmap(tiny_zoo) -> None:
     pytest.param("\x00\x01\x7f ü 🦓\u200b\ufeff 中文 ﷽", id="odd-unicode"),
     pytest.param("x" * (MAX_CHARS + 5), id="huge")])
 def test_bad_text_gives_a_message_not_an_exception(tiny_zoo, text) -> None:
-    at = open_page(tiny_zoo["tiny-coref"])
+    at = open_page("tokens", tiny_zoo["tiny-coref"])
     at.text_area(key="tok_text").input(text).run()
     ok(at)
     if not text:

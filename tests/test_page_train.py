@@ -4,13 +4,13 @@ show the configs' own messages, Stop and the queue work, failures show their err
 UI-free presets (tfviz.train.presets)."""
 from __future__ import annotations
 
-import base64
 import json
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest_helpers import arr, charts, open_page
 from streamlit.testing.v1 import AppTest
 
 from tfviz.tasks import TASKS, make_task
@@ -27,10 +27,7 @@ def models_dir(tmp_path, monkeypatch):
 
 
 def open_train(task: str = "induction") -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=60)
-    at.run()
-    at.switch_page("app_pages/train.py").run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = open_page("train")
     if at.selectbox(key="train_task").value != task:
         at.selectbox(key="train_task").select(task).run()
     return at
@@ -59,18 +56,6 @@ def my_jobs(at: AppTest):
     from ui.jobs import job_manager
 
     return job_manager().jobs(owner=at.session_state["sid"])
-
-
-def array(v) -> np.ndarray:
-    """A Plotly array from figure JSON (plain lists, or a base64 typed array)."""
-    if isinstance(v, dict):
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return a.reshape([int(n) for n in str(v.get("shape", len(a))).split(",")]).astype(float)
-    return np.array([[np.nan if x is None else x for x in row] for row in v], dtype=float)
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
 # ------------------------------------------------------------------------------ presets
@@ -227,7 +212,7 @@ def test_tiny_run_trains_saves_and_opens(models_dir) -> None:
     at.selectbox(key="train_replay_head").select(1).run()
     replay = charts(at)[1]
     assert [f["name"] for f in replay["frames"]] == [str(s.step) for s in snaps]
-    z = array(replay["frames"][-1]["data"][0]["z"])
+    z = arr(replay["frames"][-1]["data"][0]["z"])
     np.testing.assert_allclose(z, snaps[-1].patterns["blocks.1.attn.hook_pattern"][1].astype(float),
                                atol=1e-3)
     # open it in the Attention explorer: the model is selected there
@@ -268,9 +253,12 @@ def test_gqa_kv_heads_must_divide_heads(models_dir) -> None:
     job.wait(TIMEOUT_S)
 
 
-def test_stop_and_queue(models_dir) -> None:
+def test_stop_and_queue(models_dir, monkeypatch) -> None:
     from ui.jobs import job_manager
 
+    # one session queueing its own jobs (the server's per-session limit is tested in
+    # tests/robustness/test_faults_ui.py)
+    monkeypatch.setattr(job_manager(), "per_owner", None)
     at = open_train("copy")
     for _ in range(job_manager().max_concurrent + 1):  # one more than may run at once
         small_run(at, steps=100_000, warmup=10)
@@ -294,7 +282,7 @@ def test_stop_and_queue(models_dir) -> None:
     # the replay is the chart with animation frames (the loss chart is absent if the job was
     # stopped before its first logged step)
     replay = next(c for c in charts(at) if c.get("frames"))
-    z = array(replay["frames"][-1]["data"][0]["z"])
+    z = arr(replay["frames"][-1]["data"][0]["z"])
     np.testing.assert_allclose(z, last.patterns["decoder.blocks.0.cross_attn.hook_pattern"][0], atol=1e-3)
     assert z.shape == (len(last.tokens), len(last.src_tokens))
 

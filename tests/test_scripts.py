@@ -51,7 +51,7 @@ def test_waits_for_another_apt_then_installs(tmp_path):
 
 @pytest.mark.skipif(not (REPO / ".venv" / "bin" / "python").exists(), reason="needs the project's .venv")
 def test_no_chromium_is_a_clear_message_and_a_failure_in_ci(tmp_path):
-    proc, calls = run_test_sh(tmp_path, "-q", "tests/e2e/test_home.py", FAKE_APT_FAIL="1", CI="true")
+    proc, calls = run_test_sh(tmp_path, "-q", "tests/e2e/test_browser_home.py", FAKE_APT_FAIL="1", CI="true")
     assert [c.split()[-1] for c in calls] == ["chromium", "-q"]  # install, then update (fails too)
     assert "Chromium is missing" in proc.stderr and "Unable to locate package chromium" in proc.stderr
     assert proc.returncode != 0 and "CI=true and Chromium not found" in proc.stdout

@@ -259,9 +259,11 @@ def test_alibi_and_t5():
     slopes = np.array([0.5, 0.25, 0.125])
     bias = -slopes[:, None, None] * np.abs(np.subtract.outer(range(5), range(5)))
     fig = viz.alibi_bias(bias, slopes)
-    z = np.asarray(fig.data[0].z)
-    for h in range(3):
-        np.testing.assert_allclose(z[:, h * 6:h * 6 + 5], bias[h])
+    z, exact = np.asarray(fig.data[0].z), np.asarray(fig.data[0].customdata, dtype=float)
+    for h in range(3):  # each head on its own scale (its largest |bias| is 1), the hover exact
+        np.testing.assert_allclose(z[:, h * 6:h * 6 + 5], bias[h] / np.abs(bias[h]).max())
+        np.testing.assert_allclose(exact[:, h * 6:h * 6 + 5], bias[h])
+    assert "%{customdata" in fig.data[0].hovertemplate
     assert list(fig.layout.xaxis.ticktext) == ["H0 (m=0.5)", "H1 (m=0.25)", "H2 (m=0.125)"]
     b = np.minimum(np.abs(np.subtract.outer(range(5), range(5))), 3)
     t = viz.t5_buckets(b)
@@ -285,6 +287,18 @@ def test_masks():
     df = viz.mask_frame({"causal": CAUSAL, "window": m}, TOKENS)
     assert len(df) == 2 * N * N and df.allowed.sum() == CAUSAL.sum() + m.sum()
     assert viz.mask_grid(np.ones((3, 3), bool)).data[0].x[0] == "key pos 0"
+
+
+def test_four_masks_of_33_tokens_give_every_token_label_its_own_line():
+    """Issue 11: with 33 tokens the overview's rows were 7 px high and the token labels overlapped."""
+    from tfviz.viz.theme import FONT_SIZE, MARGIN
+
+    n = 33
+    masks = {k: np.tril(np.ones((n, n), bool)) for k in ("causal", "padding", "window", "global")}
+    fig = viz.masks_side_by_side(masks, [f"tok{i}" for i in range(n)])
+    plot_height = fig.layout.height - fig.layout.margin.t - (fig.layout.margin.b or MARGIN["b"])
+    assert len(fig.layout.yaxis.tickvals) == n  # every token named
+    assert plot_height / n >= FONT_SIZE  # and each on a line of its own
 
 
 def test_token_spans_html_escapes_and_titles():

@@ -145,6 +145,27 @@ def default_inputs(task, tokenizer) -> tuple[str, str | None]:
     return text_of(tokenizer, ex.tokens[:first]), None
 
 
+def generation_note(task, n_examples: int = 64) -> str | None:
+    """Why a model trained on ``task`` is a poor generator, or None when it was trained to write.
+
+    Read from the task's own examples: a model learns to predict only where the targets are. A
+    task with about one target per example (coref: the referent after the final pronoun) is a
+    classification in disguise — every other position was never trained, so continuing a text
+    gives words without sense."""
+    if task is None:
+        return None
+    examples = task.examples("validation")[:n_examples]
+    if not examples:
+        return None
+    per_example = sum(sum(t != -100 for t in e.targets) for e in examples) / len(examples)
+    if per_example > 1.5:
+        return None
+    return (f"This model was trained on the **{task.name}** task, which asks for one answer token "
+            f"per example ({getattr(task, 'metric', 'its answer')}): a classification, not "
+            "writing. Only that one position was ever trained, so what it writes after a prompt "
+            "is not language. For text, pick a language model (the shipped **lm**).")
+
+
 def encode_text(tokenizer, text: str, what: str, bos: bool = False) -> list[int]:
     """Text -> ids; ``bos`` puts [BOS] first when the text does not start with it. ValueError for
     empty text."""

@@ -66,13 +66,26 @@ def show(fig, key: str, *, data=None, filename: str | None = None, on_select=Non
 
 
 def npz_download(tensors: dict, key: str, filename: str = "recording.npz") -> None:
-    """Offer recorded tensors (name -> tensor/array) as one NumPy .npz file. The file is built
-    only when the button is clicked (compressing MBs of tensors on every rerun cost ~0.3 s)."""
+    """Offer recorded tensors (name -> tensor/array) as one NumPy .npz file, in an expander that
+    lists their names and shapes. The file is built only when the button is clicked (compressing
+    MBs of tensors on every rerun cost ~0.3 s)."""
     def build() -> bytes:
         buf = io.BytesIO()
         np.savez_compressed(buf, **{k: np.asarray(v.float() if hasattr(v, "float") else v)
                                     for k, v in tensors.items()})
         return buf.getvalue()
 
-    st.download_button("Download recorded tensors (NPZ)", build, filename,
-                       "application/octet-stream", key=f"{key}-npz", icon=":material/download:")
+    with st.expander("Download the recorded tensors"):
+        st.caption(", ".join(f"{k} {list(v.shape)}" for k, v in list(tensors.items())[:12])
+                   + (" …" if len(tensors) > 12 else ""))
+        st.download_button("Download recorded tensors (NPZ)", build, filename,
+                           "application/octet-stream", key=f"{key}-npz", icon=":material/download:")
+
+
+def side_by_side(*figures) -> None:
+    """Figures in equal columns, each ``(figure, key)`` or ``(figure, key, caption)``."""
+    for col, (fig, key, *caption) in zip(st.columns(len(figures)), figures):
+        with col:
+            show(fig, key)
+            if caption:
+                st.caption(caption[0])

@@ -6,7 +6,6 @@ own jobs, also after a reload (the id lives in the URL).
 """
 from __future__ import annotations
 
-import os
 import threading
 
 import streamlit as st
@@ -19,12 +18,14 @@ def job_manager():
     from tfviz.device import cpu_count
     from tfviz.train.jobs import JobManager
 
-    # At most K trainings at once (the rest queue); torch uses all but one core, so the
-    # web server always has a core to answer with.
-    k = int(os.environ.get("TFVIZ_MAX_JOBS", "2"))
-    cores = cpu_count()
+    from tfviz import limits
+
+    # At most TFVIZ_MAX_JOBS trainings at once (the rest queue, fairly by session), each session
+    # at most TFVIZ_JOBS_PER_SESSION, each run at most TFVIZ_JOB_MAX_MINUTES; torch uses all but
+    # one core, so the web server always has a core to answer with.
     threading.Thread(target=_warm_up, daemon=True, name="tfviz-warm-up").start()
-    return JobManager(max_concurrent=k, torch_threads=max(1, cores - 1))
+    return JobManager(max_concurrent=limits.max_jobs(), torch_threads=max(1, cpu_count() - 1),
+                      per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds())
 
 
 def _warm_up() -> None:
@@ -44,3 +45,14 @@ def trained_dir():
     d = session_dir() / "trained"
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def housekeeping() -> None:
+    """Record this session's visit, and (at most once an hour per server) delete the folders of
+    sessions idle for TFVIZ_SESSION_IDLE_DAYS (never one with a running or queued job) and temp
+    files killed writers left behind (``tfviz.classroom.disk``)."""
+    from tfviz.classroom import disk
+
+    disk.touch(session_id())
+    busy = {j.owner for j in job_manager().jobs() if j.owner and j.snapshot().active}
+    disk.maintain(keep=busy)

@@ -1,32 +1,32 @@
-"""The model picker shared by every page, and safe access to shared models.
+"""The models the app can show, and the one copy of each that every session shares.
 
-Sources, in the order the picker lists them:
+Sources, in the order the picker (``ui.picker``) lists them — ``SOURCES``, the one registry:
   shipped    checkpoints/*.safetensors           trained by `python -m tfviz.zoo build`, in git
   published  checkpoints/published/*.safetensors  models the teacher chose to share with everyone
   trained    models this browser session trained (its jobs' checkpoints)
-  uploaded   files this session uploaded (validated by tfviz.load_checkpoint, never unpickled)
+  uploaded   files this session uploaded (``ui.uploads``: validated, never unpickled)
+To add a source (e.g. pretrained folders on disk): one ``Source`` in ``SOURCES`` with a function
+listing its ``ModelRef``s and, when it is not a tfviz checkpoint, a ``load(path) -> Checkpoint``.
 
-A loaded model is cached once per server (``st.cache_resource``) and shared by every session, so
-each forward goes through ``LoadedModel.record`` / ``LoadedModel.forward``, which hold that model's
-lock: recording attaches hooks to the module, and another session's forward must not run through
-them meanwhile.
+A loaded model is cached once per server and shared by every session, in one
+``tfviz.classroom.cache.ModelCache`` bounded by memory (``TFVIZ_MODEL_CACHE_MB``; least recently
+used models are dropped, a session still holding one keeps using it), so each forward goes through
+``LoadedModel.record`` / ``LoadedModel.forward``, which hold that model's lock: recording attaches
+hooks to the module, and another session's forward must not run through them meanwhile.
+``LoadedModel.key`` (path, mtime) is what every per-model cache is keyed on (``ui.cache``): a
+retrained file under the same name is another model.
 """
 from __future__ import annotations
 
-import hmac
-import os
-import re
+import contextlib
 import threading
-import time
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import streamlit as st
 
-MAX_UPLOAD_MB = 50  # per file; .streamlit/config.toml's server.maxUploadSize says the same
-MAX_SESSION_UPLOAD_MB = int(os.environ.get("TFVIZ_SESSION_UPLOAD_MB", "200"))  # per session
-
+from .session import session_id
 
 def _paths():
     """tfviz.paths, imported on first use: importing tfviz loads torch (seconds), which the first
@@ -36,22 +36,39 @@ def _paths():
     return paths
 
 
+def shipped_dir() -> Path:
+    """The app's model folder (``tfviz.paths.checkpoint_dir``: TFVIZ_CHECKPOINT_DIR, else
+    checkpoints/; tests point it at a folder of tiny models)."""
+    return _paths().checkpoint_dir()
+
+
 def published_dir() -> Path:
     return _paths().published_dir()
+
+
+def session_dir() -> Path:
+    """This browser session's own folder (its trained and uploaded models; git-ignored)."""
+    return _paths().session_dir(session_id())
 
 
 @dataclass(frozen=True)
 class ModelRef:
     label: str
     path: str
-    source: str  # shipped | published | trained | uploaded
+    source: str  # the name of its Source in SOURCES
 
 
 @dataclass
 class LoadedModel:
     ref: ModelRef
     ckpt: object  # tfviz.train.checkpoint.Checkpoint
+    mtime_ns: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(path, mtime): what caches of this model's computations are keyed on."""
+        return self.ref.path, self.mtime_ns
 
     @property
     def model(self):
@@ -64,6 +81,10 @@ class LoadedModel:
     @property
     def tokenizer(self):
         return self.ckpt.tokenizer
+
+    @property
+    def task_name(self) -> str | None:
+        return (self.ckpt.task or {}).get("name")
 
     def record(self, *inputs, names=None, **kwargs):
         import tfviz
@@ -78,25 +99,6 @@ class LoadedModel:
             return self.ckpt.model(*inputs, **kwargs)
 
 
-# ------------------------------------------------------------------------------ session identity
-def session_id() -> str:
-    """A per-browser-session id, kept in the URL (``?sid=…``) so a reload finds the same jobs and
-    uploads again. Only hex characters are accepted (it becomes a folder name)."""
-    if "sid" not in st.session_state:
-        sid = st.query_params.get("sid", "")
-        if not re.fullmatch(r"[0-9a-f]{12}", sid or ""):
-            sid = uuid.uuid4().hex[:12]
-        st.session_state["sid"] = sid
-    if st.query_params.get("sid") != st.session_state["sid"]:
-        st.query_params["sid"] = st.session_state["sid"]
-    return st.session_state["sid"]
-
-
-def session_dir() -> Path:
-    return _paths().sessions_dir() / session_id()
-
-
-# ------------------------------------------------------------------------------ discovery
 def _scan(folder: Path, source: str) -> list[ModelRef]:
     if not folder.is_dir():
         return []
@@ -104,196 +106,95 @@ def _scan(folder: Path, source: str) -> list[ModelRef]:
             for p in sorted(folder.glob("*.safetensors"))]
 
 
-def available_models() -> list[ModelRef]:
-    refs = _scan(_paths().checkpoint_dir(), "shipped") + _scan(published_dir(), "published")
-    refs += _scan(session_dir() / "trained", "trained") + _scan(session_dir() / "uploaded", "uploaded")
-    return refs
-
-
-@st.cache_resource(max_entries=24, show_spinner="Loading model…")
-def _load(path: str, mtime_ns: int, source: str) -> LoadedModel:
+def _checkpoint(path: str):
     from tfviz.train.checkpoint import load_checkpoint
 
-    ckpt = load_checkpoint(path)
+    return load_checkpoint(path)
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str                                    # ModelRef.source, shown in the picker's labels
+    refs: Callable[[], list[ModelRef]]           # what it holds now (called on every page run)
+    load: Callable[[str], object] = _checkpoint  # path -> tfviz Checkpoint
+    private: bool = False                        # this session's own (the teacher may publish it)
+
+
+SOURCES: tuple[Source, ...] = (
+    Source("shipped", lambda: _scan(shipped_dir(), "shipped")),
+    Source("published", lambda: _scan(published_dir(), "published")),
+    Source("trained", lambda: _scan(session_dir() / "trained", "trained"), private=True),
+    Source("uploaded", lambda: _scan(session_dir() / "uploaded", "uploaded"), private=True),
+)
+SOURCE = {s.name: s for s in SOURCES}
+
+
+def available_models() -> list[ModelRef]:
+    return [ref for source in SOURCES for ref in source.refs()]
+
+
+@st.cache_resource
+def model_cache():
+    """The server's one cache of loaded models (``tfviz.classroom.cache``), sized by memory."""
+    from tfviz import limits
+    from tfviz.classroom.cache import ModelCache
+
+    return ModelCache(max_bytes=limits.model_cache_bytes())
+
+
+def _load(path: str, mtime_ns: int, source: str) -> LoadedModel:
+    from tfviz.storage import CheckpointError
+
+    try:
+        ckpt = SOURCE[source].load(path)
+    except CheckpointError as e:  # about the file's name, never a server path
+        raise ValueError(_paths().scrub(e.for_user(Path(path).name))) from None
     ckpt.model.eval()
-    return LoadedModel(ModelRef(f"{Path(path).stem} ({source})", path, source), ckpt)
+    return LoadedModel(ModelRef(f"{Path(path).stem} ({source})", path, source), ckpt, mtime_ns)
 
 
 def load_model(ref: ModelRef) -> LoadedModel:
     """Load (or fetch from the cache) a model; raises ``ValueError`` with a readable reason."""
+    from tfviz.classroom.cache import checkpoint_bytes
+
     p = Path(ref.path)
-    if not p.is_file():
+    if not p.exists():  # a file, or a folder for a source that keeps models in folders
         raise ValueError(f"{p.name} is no longer there (deleted?) — pick another model")
-    return _load(str(p), p.stat().st_mtime_ns, ref.source)
+    key = (str(p), p.stat().st_mtime_ns, ref.source)
+    cache = model_cache()
+    if key in cache.keys():
+        return cache.get(key, lambda: _load(*key), size=lambda m: checkpoint_bytes(m.ckpt))
+    with st.spinner("Loading model…"):
+        return cache.get(key, lambda: _load(*key), size=lambda m: checkpoint_bytes(m.ckpt))
 
 
-def _session_upload_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.glob("*.safetensors")) if folder.is_dir() else 0
-
-
-def save_upload(name: str, data: bytes) -> ModelRef:
-    """Validate an uploaded checkpoint fully, then keep it in this session's folder.
-
-    Only ``.safetensors`` tfviz checkpoints (tensors + JSON metadata) are accepted, at most
-    ``MAX_UPLOAD_MB`` each and ``MAX_SESSION_UPLOAD_MB`` per session. The bytes go to a hidden
-    temp file that the picker never lists, ``tfviz.load_checkpoint`` checks them (never unpickles;
-    rejects zips, truncation, lying headers, shapes/dtypes off the config, NaN/inf, future
-    versions), and only a valid file is renamed into place (a new name, never over another
-    upload). Anything wrong: ``ValueError`` with the reason, and nothing is kept."""
-    from tfviz.train.checkpoint import load_checkpoint
-    from tfviz.publish import safe_stem
-
-    shown = Path(str(name)).name[:80] or "the file"
-    if not shown.lower().endswith(".safetensors"):
-        hint = (" (a .json file is only the human-readable copy of a checkpoint's metadata: upload "
-                "the .safetensors file next to it)" if shown.lower().endswith(".json") else "")
-        raise ValueError(f"{shown}: only tfviz checkpoints (.safetensors: tensors + JSON metadata) "
-                         f"are accepted{hint}; pickles (.pt, .pth, .bin, .ckpt, .pkl) are never loaded")
-    if len(data) > MAX_UPLOAD_MB * 2**20:
-        raise ValueError(f"{shown} is {len(data) / 2**20:.0f} MB; the limit is {MAX_UPLOAD_MB} MB")
-    folder = session_dir() / "uploaded"
-    if _session_upload_bytes(folder) + len(data) > MAX_SESSION_UPLOAD_MB * 2**20:
-        raise ValueError(f"this session already keeps {_session_upload_bytes(folder) / 2**20:.0f} MB of "
-                         f"uploads; the limit is {MAX_SESSION_UPLOAD_MB} MB per session")
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{uuid.uuid4().hex}.upload.tmp"  # hidden, not *.safetensors: never listed
+def shipped(name: str) -> LoadedModel | None:
+    """The shipped model ``name`` (e.g. "lm"), or None when it is not there or does not load."""
+    path = shipped_dir() / f"{name}.safetensors"
     try:
-        tmp.write_bytes(data)
-        try:
-            load_checkpoint(tmp, max_bytes=MAX_UPLOAD_MB * 2**20)
-        except ValueError as e:  # CheckpointError: say it about the user's file, not our temp path
-            raise ValueError(str(e).replace(str(tmp), shown)) from None
-        except Exception as e:  # noqa: BLE001 - whatever a hostile file triggers is a rejection
-            raise ValueError(f"{shown}: not a usable tfviz checkpoint ({type(e).__name__}: "
-                             f"{str(e)[:200]})") from None
-        stem, i = safe_stem(shown), 2
-        final = folder / f"{stem}.safetensors"
-        while final.exists():  # a second upload of the same name never replaces the first
-            final, i = folder / f"{stem}-{i}.safetensors", i + 1
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return ModelRef(f"{final.stem} (uploaded)", str(final), "uploaded")
-
-
-# ------------------------------------------------------------------------------ teacher
-def teacher_key() -> str:
-    """``TFVIZ_TEACHER_KEY``: when set, a "Teacher" sidebar panel can publish models to the class."""
-    return os.environ.get("TFVIZ_TEACHER_KEY", "")
-
-
-def _check_teacher_key() -> None:
-    """on_change of the key box: checked once per entry, then the box is cleared (the key is not
-    kept in session state). A wrong key costs a second, which makes guessing slow."""
-    given = st.session_state.get("teacher_key", "") or ""
-    st.session_state["teacher_key"] = ""
-    if not given:
-        return
-    if hmac.compare_digest(given.encode(), teacher_key().encode()):
-        st.session_state["teacher"] = True
-        st.session_state.pop("_teacher_wrong", None)
-    else:
-        time.sleep(1.0)
-        st.session_state["_teacher_wrong"] = True
-
-
-def teacher_panel(where, ref: ModelRef) -> None:
-    """Sidebar panel (only with TFVIZ_TEACHER_KEY set): unlock with the key, then publish the
-    selected trained/uploaded model to every session (tfviz.publish), or withdraw a published one."""
-    if not teacher_key():
-        return
-    from tfviz.publish import publish, unpublish
-
-    with where.expander("Teacher", icon=":material/school:"):
-        if not st.session_state.get("teacher"):
-            st.text_input("Teacher key", type="password", key="teacher_key", on_change=_check_teacher_key,
-                          help="Set by whoever started the server (TFVIZ_TEACHER_KEY).")
-            if st.session_state.get("_teacher_wrong"):
-                st.error("Wrong teacher key.")
-            return
-        if ref.source in ("trained", "uploaded"):
-            if st.button("Publish this model to the class", key="teacher_publish",
-                         icon=":material/campaign:"):
-                try:
-                    out = publish(ref.path, published_dir(), name=Path(ref.path).stem)
-                except ValueError as e:
-                    st.error(f"Not published: {e}")
-                else:
-                    st.success(f"Published as **{out.stem}**: every student's model picker lists it "
-                               "now (as *published*).")
-        elif ref.source == "published":
-            if st.button("Withdraw from the class", key="teacher_unpublish", icon=":material/undo:"):
-                unpublish(ref.path, published_dir())
-                st.session_state["model_path"] = None
-                st.rerun()
-        else:
-            st.caption("Shipped models are already visible to everyone. Select a model you trained "
-                       "or uploaded to publish it.")
-
-
-# ------------------------------------------------------------------------------ the picker
-def _picked() -> None:
-    st.session_state["model_path"] = st.session_state["model_select"]
-
-
-def model_picker(sidebar: bool = True) -> LoadedModel | None:
-    """The shared model selector. Returns the chosen, loaded model, or None (with a message)."""
-    where = st.sidebar if sidebar else st
-    refs = available_models()
-    with where.expander("Upload a checkpoint (.safetensors)"):
-        # No type= filter: Streamlit would raise on another extension; save_upload says why instead.
-        up = st.file_uploader("tfviz checkpoint", key="upload", label_visibility="collapsed",
-                              help=f"A tfviz .safetensors checkpoint, at most {MAX_UPLOAD_MB} MB. "
-                                   "Checked fully before use; pickles are never loaded.")
-        if up is not None:
-            seen = (up.file_id, up.name, up.size)
-            if st.session_state.get("_upload_seen") != seen:  # validate each file once
-                st.session_state["_upload_seen"] = seen
-                try:
-                    ref = save_upload(up.name, up.getvalue())
-                except ValueError as e:
-                    st.session_state["_upload_result"] = ("error", f"Not loaded: {e}")
-                else:
-                    st.session_state["_upload_result"] = ("success", f"Loaded {ref.label}.")
-                    st.session_state["model_path"] = ref.path
-                    refs = available_models()
-            kind, message = st.session_state.get("_upload_result", ("info", ""))
-            if message:
-                getattr(st, kind)(message)
-    if not refs:
-        where.info("No models yet: train one on the **Train** page or upload a checkpoint.")
+        return load_model(ModelRef(f"{name} (shipped)", str(path), "shipped"))
+    except ValueError:
         return None
-    paths = [r.path for r in refs]
-    current = st.session_state.get("model_path")
-    if current not in paths:
-        if current is not None:
-            where.warning("The model you had selected is gone; showing another one.")
-        current = paths[0]
-    # "model_path" is the selection; any page may set it (e.g. "open the model I just trained").
-    if st.session_state.get("model_select") != current:
-        st.session_state["model_select"] = current
-    # on_change: a pick in this box becomes "model_path" before the next run's sync above, which
-    # would otherwise put the previous model back into the box (the pick never took effect)
-    choice = where.selectbox("Model", paths, format_func=lambda p: refs[paths.index(p)].label,
-                             key="model_select", on_change=_picked)
-    st.session_state["model_path"] = choice
-    ref = refs[paths.index(choice)]
-    try:
-        loaded = load_model(ref)
-    except ValueError as e:
-        where.error(f"Could not load {ref.label}: {e}")
-        return None
-    teacher_panel(where, ref)
-    return loaded
 
 
-def current_model(required: bool = True) -> LoadedModel | None:
-    """Render the sidebar model picker and return the picked model. Each page that shows a model
-    calls this once; the page then works however it was reached (through app.py's navigation, or
-    a bookmarked URL that a fresh server runs before app.py has registered its pages).
-    With ``required``, a page without a model shows a hint and stops there."""
-    loaded = model_picker()
-    if loaded is None and required:
-        st.info("Pick a model in the sidebar (or train one on the **Train** page) to see this page.")
-        st.stop()
-    return loaded
+def zoo_model(name: str) -> LoadedModel | None:
+    """The zoo model ``name`` (``tfviz.paths.zoo_dir``: the Findings page's models), or None with a
+    warning saying how to build it."""
+    from tfviz.zoo.findings import zoo_path
+
+    folder = _paths().zoo_dir()
+    if (path := zoo_path(name, folder)).is_file():
+        return load_model(ModelRef(f"{name} (shipped)", str(path), "shipped"))
+    st.warning(f"The zoo model **{name}** is missing from {folder}: run "
+               f"`python -m tfviz.zoo build --only {name}`.")
+    return None
+
+
+@contextlib.contextmanager
+def locked(models):
+    """Hold the locks of several shared models (in one fixed order, so two sessions locking the
+    same models never wait on each other crosswise)."""
+    with contextlib.ExitStack() as stack:
+        for m in sorted(models, key=lambda m: m.ref.path):
+            stack.enter_context(m.lock)
+        yield

@@ -139,8 +139,13 @@ def unique_name(name: str) -> str:
 
 
 def submit(task, model_config, train_config, name: str) -> str:
+    """Start a job of this session; ValueError (JobLimitError, BudgetError, QuotaError) when the
+    server's limits refuse it, with the reason."""
+    from tfviz.classroom.disk import check_room
+    from tfviz.train.budget import estimate
     from ui.models import session_id
 
+    check_room(estimate(model_config, train_config).checkpoint, "this training's checkpoint")
     name = unique_name(name)
     return job_manager().submit(model_config, task, train_config, owner=session_id(), name=name,
                                 checkpoint=trained_dir() / f"{name}.safetensors")
@@ -211,10 +216,35 @@ def metrics(job, s) -> None:
         g[2].metric("bf16", "on" if latest.get("bf16") else "off", help="bfloat16 autocast")
 
 
-def _choice(where, label: str, options: list, key: str):
-    if st.session_state.get(key) not in options:  # e.g. head 3 of a run that had 4, now 2
-        st.session_state.pop(key, None)
-    return where.selectbox(label, options, key=key)
+def choice(where, label: str, options, key: str, **kw):
+    """A selectbox on ``key`` whose kept value is dropped when the options no longer hold it
+    (an architecture the new task lacks; head 3 of a run that had 4, now 2)."""
+    options = list(options)
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = options[0]
+    return where.selectbox(label, options, key=key, **kw)
+
+
+def pick(where, label: str, options, key: str, **kw):
+    """The form's selectbox for field ``key`` (kept across pages, see ``restore``)."""
+    return choice(where, label, options, P + key, **kw)
+
+
+def number(where, label: str, lo, hi, key: str, **kw):
+    """The form's number box for field ``key``."""
+    return where.number_input(label, lo, hi, key=P + key, **kw)
+
+
+def run_picker(jobs) -> str:
+    """The "Run" selector over this session's jobs, newest first; the run shown before (on another
+    page, or in this tab) stays selected -> its job id."""
+    ids = [j.id for j in reversed(jobs)]
+    if st.session_state.get(P + "job") not in ids:  # a new tab, or back from another page
+        kept = st.session_state.get("_train_job")
+        st.session_state[P + "job"] = kept if kept in ids else ids[0]
+    names = {j.id: j.name for j in jobs}
+    st.session_state["_train_job"] = st.selectbox("Run", ids, format_func=names.get, key=P + "job")
+    return st.session_state["_train_job"]
 
 
 def replay(job, name: str) -> None:
@@ -230,10 +260,10 @@ def replay(job, name: str) -> None:
     st.subheader("Watch the heads learn")
     kinds = pattern_kinds(snaps[-1])
     k1, k2, k3 = st.columns(3)
-    tpl = kinds[_choice(k1, "Attention", list(kinds), P + "replay_kind")]
+    tpl = kinds[choice(k1, "Attention", list(kinds), P + "replay_kind")]
     stacks = [s.layers(tpl) for s in snaps]  # each [layer, head, q_pos, k_pos]
-    layer = _choice(k2, "Layer", list(range(stacks[0].shape[0])), P + "replay_layer")
-    head = _choice(k3, "Head", list(range(stacks[0].shape[1])), P + "replay_head")
+    layer = choice(k2, "Layer", list(range(stacks[0].shape[0])), P + "replay_layer")
+    head = choice(k3, "Head", list(range(stacks[0].shape[1])), P + "replay_head")
     first = snaps[0]
     q_tok = first.src_tokens if tpl.startswith("encoder.") else first.tokens
     k_tok = first.src_tokens if "cross_attn" in tpl or tpl.startswith("encoder.") else None

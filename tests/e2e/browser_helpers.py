@@ -10,16 +10,22 @@
   message on the page's websocket (``rerun``): after an action whose result we cannot see
   (a radio whose charts look the same), ``rerun`` waits for the run that action caused.
 - No fixed sleep is used to synchronise with the app.
+
+Pages are reached through the sidebar after loading "/", as a teacher does (``visit``); every
+test file is ``test_browser_<page>.py`` (its AppTest twin: ``tests/test_page_<page>.py``).
 """
 from __future__ import annotations
 
 import re
+import statistics
 import time
+from pathlib import Path
 
 DEADLINE_MS = 120_000
 TRAINING_DEADLINE_MS = 3 * DEADLINE_MS
 READY = "[data-testid='stApp'][data-test-script-state='notRunning']"
 SIDEBAR_LINK = "[data-testid='stSidebarNav'] a"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 # Console errors that are not ours and not a failure; each entry needs a comment saying why.
 # Patterns are matched against "<message text> (<url>)".
 IGNORED_CONSOLE_ERRORS: list[re.Pattern[str]] = [
@@ -86,13 +92,45 @@ def nav(page, title: str) -> None:
     page.locator(SIDEBAR_LINK, has_text=title).click()
 
 
-def visit(page, title: str, heading: str) -> float:
-    """Open a page from the sidebar; seconds until its heading shows and its run finished."""
+def click_radio(page, option: str) -> float:
+    """Click the radio option labelled ``option`` and wait for the run it caused; seconds taken."""
+    t0 = rerun(page, page.locator("[data-testid='stRadio'] label").filter(has_text=option).first.click)
+    return time.perf_counter() - t0
+
+
+def visit(page, title: str, heading: str | None = None, shows: str | None = None) -> float:
+    """Open a page from the sidebar; seconds until its heading (default ``title``) and ``shows``
+    (a text it draws) are on screen and its run finished."""
     from playwright.sync_api import expect
 
     t0 = time.perf_counter()
     nav(page, title)
-    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name=heading or title, exact=True)).to_be_visible()
+    if shows is not None:
+        page.get_by_text(shows).first.wait_for(timeout=DEADLINE_MS)
+    settle(page)
+    return time.perf_counter() - t0
+
+
+def first_renders(page, title: str, times: int, heading: str | None = None,
+                  shows: str | None = None) -> list[float]:
+    """Open the page ``times`` times from the sidebar, going Home in between; the seconds each
+    took (``visit``). The page is left open."""
+    out = []
+    for i in range(times):
+        if i:
+            visit(page, "Home", "tfviz")
+        out.append(visit(page, title, heading, shows))
+    return out
+
+
+def switch(page, label: str, option: str, shows: str) -> float:
+    """Pick ``option`` in the page's selectbox ``label``; seconds until ``shows`` is on screen and
+    the run finished."""
+    from playwright.sync_api import expect
+
+    t0 = select(page, page, label, option)
+    expect(page.get_by_text(shows)).to_be_visible()
     settle(page)
     return time.perf_counter() - t0
 
@@ -131,3 +169,52 @@ def pct(values, p: float) -> float:
     """The p-th percentile (nearest rank) of ``values``."""
     values = sorted(values)
     return round(values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))], 3)
+
+
+def report(timings: dict, name: str, firsts: list[float], switches: list[float]) -> str:
+    """Record p50/p95 of first renders and of switches in ``timings``; a line to print."""
+    for what, xs in (("first_render", firsts), ("switch", switches)):
+        if xs:
+            timings[f"{name}_{what}_p50_s"], timings[f"{name}_{what}_p95_s"] = pct(xs, 50), pct(xs, 95)
+    return (f"\n{name} first render p50 {pct(firsts, 50)} s p95 {pct(firsts, 95)} s; switch p50 "
+            f"{pct(switches, 50)} s p95 {pct(switches, 95)} s (mean {statistics.mean(switches):.2f} s)")
+
+
+def plot_layout(plot) -> dict:
+    """Where a Plotly chart's pieces landed (client pixels): the svg, the title, every subplot
+    title (annotation) and the font size of every printed heatmap cell number."""
+    return plot.evaluate("""(el) => {
+      const box = (e) => { const r = e.getBoundingClientRect();
+                           return {left: r.left, top: r.top, right: r.right, bottom: r.bottom}; };
+      return {svg: box(el.querySelector('svg.main-svg')), title: box(el.querySelector('.gtitle')),
+              titles: [...el.querySelectorAll('.annotation-text')].map(box),
+              cells: [...el.querySelectorAll('.heatmaplayer text, .hm text, g.textpoint text')]
+                       .map(e => parseFloat(getComputedStyle(e).fontSize))};
+    }""")
+
+
+def apart(a: dict, b: dict) -> bool:
+    """Two boxes ({left, top, right, bottom}) do not overlap."""
+    return a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"] or b["bottom"] <= a["top"]
+
+
+def assert_readable(layout: dict, min_font_px: float = 11) -> None:
+    """No two subplot titles overlap, the title lies inside the chart, every printed number is at
+    least ``min_font_px`` high."""
+    titles, svg, title = layout["titles"], layout["svg"], layout["title"]
+    for i, a in enumerate(titles):
+        for b in titles[i + 1:]:
+            assert apart(a, b), f"subplot titles overlap: {a} and {b}"
+    assert svg["left"] <= title["left"] and title["right"] <= svg["right"], (title, svg)
+    assert layout["cells"] and min(layout["cells"]) >= min_font_px, layout["cells"][:5]
+
+
+def assert_ticks_apart(plot, axis: str = "y") -> int:
+    """No two tick labels of the chart's first ``axis`` overlap; returns how many there are."""
+    boxes = plot.evaluate(f"""(el) => [...el.querySelectorAll('.{axis}tick text')].map(e => {{
+        const r = e.getBoundingClientRect(); return [r.top, r.bottom, r.left, r.right]; }})""")
+    key = (lambda b: b[0]) if axis == "y" else (lambda b: b[2])
+    boxes.sort(key=key)
+    for a, b in zip(boxes, boxes[1:]):
+        assert (a[1] <= b[0] + 0.5) if axis == "y" else (a[3] <= b[2] + 0.5), f"tick labels overlap: {a} {b}"
+    return len(boxes)

@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from browser_helpers import DEADLINE_MS, IGNORED_CONSOLE_ERRORS, READY, track_runs
+from browser_helpers import DEADLINE_MS, IGNORED_CONSOLE_ERRORS, READY, SCREENSHOTS, track_runs
 from playwright.sync_api import expect
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
-SCREENSHOTS = ARTIFACTS / "screenshots"
 CHROMIUM = os.environ.get("TFVIZ_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",  # needed as root (containers, CI)

@@ -2,7 +2,7 @@
 
 - ``classroom``: a private TFVIZ_CHECKPOINT_DIR holding copies of two tiny models, so uploads,
   trained models and published models of these tests never show up in other tests' pickers.
-- ``app(page, model=…)``: an AppTest of app.py switched to ``app_pages/<page>.py``.
+- ``app(page, model=…)``: ``apptest_helpers.open_page`` (app.py switched to ``app_pages/<page>.py``).
 Helpers (problems, messages, session_files, hostile files) live in robust_helpers.py.
 """
 from __future__ import annotations
@@ -11,10 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from robust_helpers import problems
-from streamlit.testing.v1 import AppTest
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
+from apptest_helpers import open_page
 
 
 @pytest.fixture
@@ -32,16 +29,5 @@ def classroom(tiny_zoo, tmp_path, monkeypatch) -> dict[str, Path]:
 
 @pytest.fixture
 def app():
-    def _open(page: str | None = None, model: Path | str | None = None, **state) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=90)
-        if model is not None:
-            at.session_state["model_path"] = str(model)
-        for k, v in state.items():
-            at.session_state[k] = v
-        at.run()
-        if page is not None:
-            at.switch_page(f"app_pages/{page}.py").run()
-        assert not problems(at), problems(at)
-        return at
-
-    return _open
+    """``apptest_helpers.open_page``: one way to open a page in every test."""
+    return open_page

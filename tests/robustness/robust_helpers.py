@@ -1,26 +1,14 @@
-"""Helpers of the robustness tests: AppTest inspection and hostile checkpoint files."""
+"""Helpers of the robustness tests: session folders and hostile checkpoint files (reading a page: apptest_helpers)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from streamlit.testing.v1 import AppTest
-
-
-def problems(at: AppTest) -> list[str]:
-    return [e.value for e in at.exception]
-
-
-def messages(at: AppTest) -> str:
-    """Every warning / error / info / success text of the page and sidebar, joined."""
-    parts = [m.value for kind in ("warning", "error", "info", "success") for m in getattr(at, kind)]
-    return "\n".join(str(p) for p in parts)
-
-
 
 def session_files(root: Path, sid: str) -> list[Path]:
-    """Every file (hidden ones too) a session keeps under the checkpoint folder."""
+    """Every file (hidden ones too) a session keeps under the checkpoint folder, but for the
+    marker of its last visit (``.seen``: tfviz.classroom.disk's expiry reads it)."""
     d = root / "user" / sid
-    return sorted(p for p in d.rglob("*") if p.is_file()) if d.exists() else []
+    return sorted(p for p in d.rglob("*") if p.is_file() and p != d / ".seen") if d.exists() else []
 
 
 # ------------------------------------------------------------------------------ hostile files

@@ -1,6 +1,7 @@
 """Bad text on every page that takes text (AppTest, real tiny checkpoints): empty, blank, binary,
 text that was not valid UTF-8 (what the browser delivers: U+FFFD replacement characters),
-unknown words, enormous text and text longer than the model allows. Each gets a clear message
+unknown words, enormous text, text longer than the model allows, and inputs of one or two
+tokens (one word, a lone [PAD] or [BOS]). Each gets a clear message
 (or a chart of what could be shown), never an exception, within seconds; the selected model
 stays selected.
 
@@ -14,7 +15,7 @@ import re
 import time
 
 import pytest
-from robust_helpers import messages, problems
+from apptest_helpers import messages, open_page, problems
 from streamlit.testing.v1 import AppTest
 
 from tfviz.generation import MAX_POSITIONS
@@ -30,6 +31,10 @@ TEXTS = {
     "huge": "the law said that it " * 10_000,  # 210,000 characters
     "too-long": " ".join(["a b c d e f g h i j"] * 30),  # 300 tokens: > max_len 128 of tiny-induction
     "too-long-gen": "the law said that it " * 220,  # 1,101 words: over MAX_POSITIONS
+    "one-word": "the",
+    "pad": "[PAD]",  # the padding token's literal is that token
+    "bos": "[BOS]",  # a prompt of exactly one token
+    "two-words": "the law",
 }
 
 # (page view, text case) -> regex one message must match, or CHART
@@ -54,13 +59,16 @@ CASES = {
     ("generate", "huge"): rf"at most {MAX_POSITIONS} here: shorten the prompt",
     ("generate", "too-long-gen"): rf"at most {MAX_POSITIONS} here",
     ("generate-learned", "too-long"): r"learned positions for only 128",
-    ("masks", "empty"): r"at least two tokens",
-    ("masks", "blank"): r"at least two tokens",
+    ("masks", "empty"): r"the text is empty",
+    ("masks", "blank"): r"the text is empty",
     ("masks", "binary"): CHART,
     ("masks", "unknown"): CHART,
-    ("masks", "huge"): r"Only the first 40 tokens",
-    ("positional", "empty"): r"too few tokens",
+    ("masks", "huge"): r"showing the first 40: the grids show at most 40 tokens",
+    ("positional", "empty"): r"the text is empty",
     ("positional", "huge"): CHART,
+    # 0, 1 and 2 tokens (a decoder's [BOS] comes first): every page shows what there is
+    **{(view, case): CHART for view in ("tokens", "attention", "generate", "masks", "positional")
+       for case in ("one-word", "pad", "bos", "two-words")},
 }
 
 # view -> (page file, model, how to put text in)
@@ -82,21 +90,12 @@ def text_widget(at: AppTest, label: str):
 def views(tiny_zoo):
     """view name -> a started AppTest on that page (built on first use)."""
     cache: dict[str, AppTest] = {}
+    state = {"positional": dict(pos_section="RoPE"), "attention": dict(att_source="Type text")}
 
     def get(view: str) -> AppTest:
         if view not in cache:
             page, model, _ = VIEWS[view]
-            at = AppTest.from_file("../../app.py", default_timeout=90)
-            at.session_state["model_path"] = str(tiny_zoo[model])
-            at.run()
-            at.switch_page(f"app_pages/{page}.py").run()
-            if view == "positional":
-                at.radio(key="pos_section").set_value("RoPE").run()
-            if view == "attention":
-                at.session_state["att_source"] = "Type text"
-                at.run()
-            assert not problems(at), problems(at)
-            cache[view] = at
+            cache[view] = open_page(page, tiny_zoo[model], **state.get(view, {}))
         return cache[view]
 
     return get

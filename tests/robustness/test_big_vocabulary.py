@@ -9,7 +9,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from robust_helpers import messages, problems
+from apptest_helpers import messages, problems
 
 from tfviz.model import ModelConfig
 from tfviz.tokenize import vocab_tokenizer

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from robust_helpers import messages, problems
+from apptest_helpers import messages, problems
 
 from tfviz.train import loop
 import ui.models as models
@@ -165,15 +165,35 @@ def test_worker_that_raises_shows_its_error_and_the_other_job_finishes(train):
     assert not problems(train) and "Training failed" not in messages(train)
 
 
-def test_more_jobs_than_slots_wait_in_a_queue(train):
+def test_more_jobs_than_slots_wait_in_a_queue(app, train):
+    """The server's limits as the app sets them (tfviz.limits: TFVIZ_MAX_JOBS running at once,
+    TFVIZ_JOBS_PER_SESSION each): one session fills the slots, another session's job queues."""
     from ui.jobs import job_manager
 
-    for _ in range(job_manager().max_concurrent + 1):
+    manager = job_manager()
+    for _ in range(min(manager.max_concurrent, manager.per_owner)):
         start(train, steps=100_000)
-    jobs = my_jobs(train)
-    train.run()
-    states = [j.snapshot().state for j in jobs]
-    assert states.count("running") <= job_manager().max_concurrent
-    assert states[-1] == "queued"  # FIFO: the newest waits (also when other jobs hold slots)
-    assert re.search(r"queued — position \d+", " ".join(train.dataframe[0].value["state"]))
-    assert re.search(r"queued — position \d+ — it starts when a running job ends", messages(train))
+    other = app("train")
+    try:
+        for _ in range(max(0, manager.max_concurrent - manager.per_owner)):
+            start(other, steps=100_000)  # slots a single session cannot fill
+        start(other, steps=100_000)
+        other.run()
+        states = [j.snapshot().state for j in manager.jobs()]
+        assert states.count("running") <= manager.max_concurrent
+        assert my_jobs(other)[-1].snapshot().state == "queued"  # the newest waits
+        assert re.search(r"queued — position \d+", " ".join(other.dataframe[0].value["state"]))
+        assert re.search(r"queued — position \d+ — it starts when a running job ends", messages(other))
+    finally:
+        for job in my_jobs(other):
+            manager.stop(job.id)
+
+
+def test_a_session_has_at_most_its_share_of_jobs(train):
+    from ui.jobs import job_manager
+
+    for _ in range(job_manager().per_owner):
+        start(train, steps=100_000)
+    train.button(key="train_start").click().run()  # one more: refused, with the reason
+    assert f"the limit is {job_manager().per_owner} per session" in messages(train)
+    assert len(my_jobs(train)) == job_manager().per_owner

@@ -1,4 +1,4 @@
-"""Hostile checkpoint uploads (ui.models.save_upload and the sidebar uploader in AppTest): each is
+"""Hostile checkpoint uploads (ui.uploads.save_upload and the sidebar uploader in AppTest): each is
 rejected with a clear message, nothing is kept in the session's folder, and nothing is executed
 (the pickle's canary file never appears). Valid uploads are confined to the session's folder and
 never replace another upload."""
@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
-from robust_helpers import hostile_files, messages, problems, session_files
+from apptest_helpers import messages, problems
+from robust_helpers import hostile_files, session_files
 
-import ui.models as models
+import ui.uploads as uploads
 
 CASES = ["too-big", "empty", "pickle-extension", "pkl-extension", "json-sidecar", "no-extension",
          "pickle-canary", "pickle-canary-proto0", "torch-save-zip", "zip", "truncated",
@@ -27,8 +28,11 @@ def good(tiny_zoo) -> bytes:
 @pytest.fixture
 def session(tmp_path, monkeypatch) -> Path:
     """save_upload outside a Streamlit run: this test's folder is the session's."""
-    folder = tmp_path / "user" / "0123456789ab"
-    monkeypatch.setattr(models, "session_dir", lambda: folder)
+    from tfviz import paths
+
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    folder = paths.session_dir("0123456789ab")
+    monkeypatch.setattr(uploads, "session_dir", lambda: folder)
     return folder
 
 
@@ -41,32 +45,32 @@ def test_save_upload_rejects(case, good, session, tmp_path):
     canary = tmp_path / "canary"
     name, data, message = hostile_files(good, canary)[case]
     with pytest.raises(ValueError, match=message) as err:
-        models.save_upload(name, data)
+        uploads.save_upload(name, data)
     assert str(session) not in str(err.value) and ".upload.tmp" not in str(err.value)  # no server paths
     assert files_under(session) == []  # nothing kept, not even the temp file
     assert not canary.exists()  # the pickle was never unpickled
 
 
 def test_session_quota_and_unexpected_errors(good, session, monkeypatch):
-    monkeypatch.setattr(models, "MAX_SESSION_UPLOAD_MB", len(good) * 1.5 / 2**20)
-    models.save_upload("a.safetensors", good)
+    monkeypatch.setenv("TFVIZ_SESSION_UPLOAD_MB", str(len(good) * 1.5 / 2**20))
+    uploads.save_upload("a.safetensors", good)
     with pytest.raises(ValueError, match=r"this session already keeps .* per session"):
-        models.save_upload("b.safetensors", good)
-    monkeypatch.setattr(models, "MAX_SESSION_UPLOAD_MB", 200)
+        uploads.save_upload("b.safetensors", good)
+    monkeypatch.setenv("TFVIZ_SESSION_UPLOAD_MB", "200")
 
     def explode(*a, **k):  # anything a file might trigger inside the loader is a rejection too
         raise RuntimeError("unexpected failure inside the loader")
 
-    import tfviz.train.checkpoint
-    monkeypatch.setattr(tfviz.train.checkpoint, "load_checkpoint", explode)
+    import tfviz.classroom.uploads
+    monkeypatch.setattr(tfviz.classroom.uploads, "load_checkpoint", explode)
     with pytest.raises(ValueError, match="not a usable tfviz checkpoint .RuntimeError"):
-        models.save_upload("c.safetensors", good)
+        uploads.save_upload("c.safetensors", good)
     assert [p.name for p in files_under(session)] == ["a.safetensors"]
 
 
 def test_valid_upload_is_confined_and_never_replaces_another(good, session):
-    first = models.save_upload("../../../etc/evil name.safetensors", good)
-    second = models.save_upload("evil name.safetensors", good)
+    first = uploads.save_upload("../../../etc/evil name.safetensors", good)
+    second = uploads.save_upload("evil name.safetensors", good)
     assert first.source == "uploaded" and Path(first.path).parent == session / "uploaded"
     assert Path(first.path).name == "evil_name.safetensors"
     assert Path(second.path).name == "evil_name-2.safetensors"  # the first upload is kept

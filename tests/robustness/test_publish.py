@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from robust_helpers import Canary, messages, problems
+from apptest_helpers import messages, problems
+from robust_helpers import Canary
 
 from tfviz.train.checkpoint import CheckpointError, load_checkpoint
 from tfviz.cli import main

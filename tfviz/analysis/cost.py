@@ -15,9 +15,15 @@ Each pair costs one d-long dot product q·k (2d FLOPs) and one d-long weighted s
     forward   F = 4 · d · pairs · H · B
     backward  2F (dV = Pᵀ dO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q: four products of the same size)
 
-so forward + backward = 3F. Softmax (O(pairs) exps) is left out: it is d times smaller. A real
-kernel does a constant factor more (dense tiles; the banded kernel scores n·2w pairs to use n·(w+1)),
-which changes no slope: full is O(n²), window O(n·w).
+so forward + backward = 3F. Softmax (O(pairs) exps) is left out: it is d times smaller.
+
+Which pairs a kernel computes, ``computed_pairs``: a fused kernel (flash SDPA, the banded kernel)
+computes only the attended pairs (a causal flash kernel skips the blocks above the diagonal); a
+kernel that materialises the n×n scores (``explicit``) or is handed an n×n mask (``masked``: a
+window given to SDPA as a mask) computes all n² and throws the masked ones away — a window applied
+as a mask costs as much as full attention. A real fused kernel still does a constant factor more
+(dense tiles; the banded kernel scores n·2w pairs to use n·(w+1)), which changes no slope: full is
+O(n²), the banded window O(n·w).
 """
 from __future__ import annotations
 
@@ -36,10 +42,19 @@ def attended_pairs(n: int, w: int | None, causal: bool = True) -> int:
     return n * (2 * w + 1) - w * (w + 1)
 
 
+def computed_pairs(n: int, w: int | None, causal: bool = True, kernel: str = "fused") -> int:
+    """(query, key) pairs a ``kernel`` computes: the attended ones for ``fused``, all n² for
+    ``explicit`` and ``masked`` (the mask is applied to scores already computed)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel={kernel!r} is not one of {KERNELS}")
+    return attended_pairs(n, w, causal) if kernel == "fused" else n * n
+
+
 def attention_flops(n: int, w: int | None, heads: int, d_head: int, batch: int = 1,
-                    backward: bool = False, causal: bool = True) -> int:
-    """4·d·pairs·H·B for the forward pass; 3x that with the backward (see the module docstring)."""
-    fwd = 4 * d_head * attended_pairs(n, w, causal) * heads * batch
+                    backward: bool = False, causal: bool = True, kernel: str = "fused") -> int:
+    """4·d·pairs·H·B for the forward pass, pairs = ``computed_pairs``; 3x that with the backward
+    (see the module docstring)."""
+    fwd = 4 * d_head * computed_pairs(n, w, causal, kernel) * heads * batch
     return 3 * fwd if backward else fwd
 
 

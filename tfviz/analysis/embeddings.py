@@ -110,5 +110,20 @@ def unique_ids(ids, limit: int = 24, skip=()) -> list[int]:
     return out
 
 
-__all__ = ["CORPUS_SENTENCES", "MAX_CHARS", "SHOW_CHARS", "clean_text", "clip_spans", "default_corpus", "embedding_matrix", "token_neighbours",
-           "one_hot", "tokenize_all", "train_tokenizers", "unique_ids"]
+def ids_to_compare(ids, vocab_size: int, skip=(), limit: int = 12, at_least: int = 2) -> list[int]:
+    """Tokens to compare by default: the text's first ``limit`` distinct ids (without ``skip``,
+    e.g. the special tokens), topped up from the vocabulary (after ``skip``) to ``at_least`` —
+    a one-word text still has a pair to compare — or to ``limit`` when the text has none."""
+    out = unique_ids(ids, limit, skip)
+    want = min(at_least if out else limit, vocab_size)
+    spare = (i for i in range(vocab_size) if i not in skip and i not in out)
+    while len(out) < want:
+        nxt = next(spare, None)
+        if nxt is None:
+            break
+        out.append(nxt)
+    return out
+
+
+__all__ = ["CORPUS_SENTENCES", "MAX_CHARS", "SHOW_CHARS", "clean_text", "clip_spans", "default_corpus", "embedding_matrix",
+           "ids_to_compare", "token_neighbours", "one_hot", "tokenize_all", "train_tokenizers", "unique_ids"]

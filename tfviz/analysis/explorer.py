@@ -15,7 +15,7 @@ they can be cached and downloaded as they are.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,7 +23,8 @@ from ..model.hooks import hook_name, parse_hook_name, stack_layers
 from ..recording import record
 from ..tasks.base import collate
 from ..tasks.coref import CATEGORIES
-from .heads import head_scores, score_model
+from ..viz.step_through import step_through_output, step_through_table
+from .heads import LABELS, head_scores, induction_probe, score_model
 
 ATTN_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_pos_bias",
               "hook_attn_scores", "hook_pattern", "hook_z")
@@ -138,6 +139,68 @@ def probe_text(tokenizer, ids: Sequence[int]) -> str | None:
     return text if tokenizer.encode_ids(text) == list(ids) else None
 
 
+@dataclass
+class ModelInput:
+    """One input a page shows: token ids (decoder / single stack) and, for an encoder-decoder,
+    the source ids; their display tokens; and the task example's meta when it came from one."""
+
+    ids: list[int]
+    tokens: list[str]
+    src_ids: list[int] | None = None
+    src_tokens: list[str] | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple:
+        """The model's inputs as a hashable tuple: (ids,) or (src ids, ids)."""
+        return (tuple(self.ids),) if self.src_ids is None else (tuple(self.src_ids), tuple(self.ids))
+
+    def side(self, name: str) -> list[str]:
+        return self.src_tokens if name == "src" else self.tokens
+
+    @property
+    def query(self) -> int:
+        """The position worth stepping through by default: a coref example's pronoun query,
+        else the last token."""
+        q = self.meta.get("query_index")
+        return int(q) if isinstance(q, int) and q < len(self.ids) else len(self.ids) - 1
+
+    @property
+    def alignment(self) -> list[tuple[int, int]] | None:
+        """(target query pos, source pos) pairs of a translate example (meta "alignment")."""
+        pairs = self.meta.get("alignment")
+        return None if not pairs or self.src_ids is None else [(int(q), int(s)) for s, q in pairs]
+
+
+def example_choices(task, n: int = 200) -> list[tuple[str, object]]:
+    """(label, Example) pairs to pick from: a coref task's mission sentences first, then the
+    first ``n`` validation examples."""
+    if task is None:
+        return []
+    out = [(f"mission sentence {i + 1}: {e.text}", e)
+           for i, e in enumerate(task.mission_sentences())] if hasattr(task, "mission_sentences") else []
+    return out + [(f"validation #{i}: {e.text}", e)
+                  for i, e in enumerate(task.examples("validation")[:n])]
+
+
+def default_texts(task, tokenizer, config) -> tuple[str, str]:
+    """(text, source text) a model reads by default: an induction probe (a random sequence
+    repeated) for induction models, else the task's first example (coref: mission sentence 1)."""
+    if task is not None and task.name == "induction" and tokenizer is not None:
+        half = max(1, min(16, (config.max_len - 1) // 2))
+        ids = induction_probe(min(config.vocab_size, tokenizer.vocab_size), half, batch=1)[0, 1:]
+        text = probe_text(tokenizer, ids.tolist())
+        if text:
+            return text, ""
+    examples = example_choices(task, 1)
+    if examples and tokenizer is not None:
+        e = examples[0][1]
+        if e.src is not None:
+            return e.meta.get("target") or tokenizer.decode(e.tokens, skip_special=True), e.text
+        return e.text, ""
+    return "the cat sat on the mat .", "the cat sat on the mat ."
+
+
 # ---------------------------------------------------------------------------- slicing
 def layer_stack(arrays: Mapping[str, np.ndarray], site: Site, hook: str = "hook_pattern",
                 batch: int = 0) -> np.ndarray:
@@ -146,6 +209,12 @@ def layer_stack(arrays: Mapping[str, np.ndarray], site: Site, hook: str = "hook_
         return stack_layers(arrays, site.name("{l}", hook))[:, batch]
     except KeyError:
         raise ValueError(f"nothing recorded for {site.label} ({site.name(0, hook)})") from None
+
+
+def kv_head(head: int, n_heads: int, n_kv_heads: int) -> int:
+    """The key/value head query head ``head`` reads: GQA / MQA share each kv head between
+    n_heads / n_kv_heads consecutive query heads, as the model does."""
+    return head // (n_heads // n_kv_heads)
 
 
 @dataclass
@@ -175,7 +244,7 @@ def step_inputs(arrays: Mapping[str, np.ndarray], site: Site, layer: int, head: 
     if not (0 <= head < n_heads and 0 <= query < q_all.shape[0]):
         raise ValueError(f"head {head} / query {query} out of range ({n_heads} heads, "
                          f"{q_all.shape[0]} positions)")
-    kv = head // (n_heads // n_kv)
+    kv = kv_head(head, n_heads, n_kv)
     bias = None
     if site.name(layer, "hook_pos_bias") in arrays:
         b = a("hook_pos_bias")
@@ -190,10 +259,50 @@ def step_inputs(arrays: Mapping[str, np.ndarray], site: Site, layer: int, head: 
                       z_row=a("hook_z")[batch, query, head].astype(np.float64))
 
 
+STEP_FORMULA = (r"z_i=\sum_j \mathrm{softmax}_j\Big(\mathrm{mask}_j\big(\tfrac{q_i\cdot k_j}"
+                r"{\sqrt{d_k}}+b_{ij}\big)\Big)\,v_j \qquad d_k=D_K")  # LaTeX; D_K: the value
+STEP_TOLERANCE = 1e-4
+
+
 def step_check(softmax, z, inputs: StepInputs) -> tuple[float, float]:
     """(max |softmax − recorded pattern row|, max |z − recorded hook_z|)."""
     return (float(np.max(np.abs(np.asarray(softmax, dtype=np.float64) - inputs.pattern_row))),
             float(np.max(np.abs(np.asarray(z, dtype=np.float64) - inputs.z_row))))
+
+
+def step_verdict(softmax, z, inputs: StepInputs) -> tuple[bool, str]:
+    """(whether the step-through reproduces the recording, the sentence saying so)."""
+    d_soft, d_z = step_check(softmax, z, inputs)
+    ok = max(d_soft, d_z) < STEP_TOLERANCE
+    return ok, (f"{'✓' if ok else '✗'} softmax = recorded hook_pattern row (max |Δ| = {d_soft:.1e}); "
+                f"z = Σ softmax·v = recorded hook_z (max |Δ| = {d_z:.1e})")
+
+
+def step_table(inputs: StepInputs, k_tokens: Sequence[str], query: int):
+    """The formula stepped through for one query (``viz.step_through_table``: one row per key)
+    and whether it reproduces the recording -> (table, ok, the sentence saying so)."""
+    table = step_through_table(inputs.q, inputs.K, k_tokens, query, bias_row=inputs.bias_row,
+                               mask_row=inputs.mask_row)
+    return (table, *step_verdict(table["softmax"], step_through_output(table, inputs.V), inputs))
+
+
+def step_sentence(table, inputs: StepInputs, k_tokens: Sequence[str]) -> str:
+    """One line following the key with the largest weight through the formula (markdown)."""
+    j = int(np.argmax(table["softmax"]))
+    r, d = table.iloc[j], len(inputs.q)
+    bias = "" if inputs.bias_row is None else f" → + bias {inputs.bias_row[j]:.3f} = {r['+bias']:.3f}"
+    return (f"Largest weight: key `{k_tokens[j]}` (pos {j}): q·k = {r['q·k']:.3f} → ÷√{d} = "
+            f"{r['q·k/√d']:.3f}{bias} → softmax **{r['softmax']:.3f}** · "
+            f"{int((~inputs.mask_row).sum())} of {len(k_tokens)} keys masked (−∞)")
+
+
+def step_notes(inputs: StepInputs, config, head: int) -> str:
+    """What the step-through's vectors are (rotated, biased, shared kv head), "" when plain."""
+    notes = ["q and k are the RoPE-rotated vectors (hook_rot_q, hook_rot_k)" if inputs.rotated else "",
+             f"bias = row of hook_pos_bias ({config.pos})" if inputs.bias_row is not None else "",
+             f"query head {head} reads kv head {inputs.kv_head} (n_heads {config.n_heads}, "
+             f"n_kv_heads {config.n_kv_heads})" if config.n_kv_heads != config.n_heads else ""]
+    return " · ".join(n for n in notes if n)
 
 
 def pick_from_points(points: Sequence[Mapping]) -> tuple[int, int] | None:
@@ -207,7 +316,7 @@ def pick_from_points(points: Sequence[Mapping]) -> tuple[int, int] | None:
 
 # ---------------------------------------------------------------------------- head scores
 TABLE_COLUMNS = ("layer", "head", "label", "prev_token", "first_token", "induction", "local",
-                 "entropy", "antecedent", "antecedent_max", "labels")
+                 "entropy", "antecedent", "antecedent_max", "attribute")  # one label column
 
 
 def head_table(model, task, site: Site, *, n_examples: int = 64):
@@ -240,6 +349,12 @@ def head_table(model, task, site: Site, *, n_examples: int = 64):
     return out
 
 
+def role_line(table, layer: int, head: int) -> str:
+    """"**Layer 1, head 2: induction** — what that label means" for one row of ``head_table``."""
+    label = role_of(table, layer, head)
+    return "" if label is None else f"**Layer {layer}, head {head}: {label}** — {LABELS.get(label, '')}"
+
+
 # ---------------------------------------------------------------------------- pronoun probe
 def pronoun_positions(tokens: Sequence[str]) -> list[int]:
     return [i for i, t in enumerate(tokens) if str(t).strip().lower() in PRONOUNS]
@@ -264,6 +379,22 @@ def probe_candidates(tokens: Sequence[str], meta: Mapping | None = None,
     return {w: [i for i, x in enumerate(words) if x == w] for w in found}
 
 
+def probe_queries(tokens: Sequence[str], meta: Mapping | None = None) -> list[int]:
+    """Positions of "it"/"its" in ``tokens`` and a coref example's query, sorted."""
+    q = int((meta or {}).get("query_index", -1))
+    return sorted(set(pronoun_positions(tokens)) | ({q} if q >= 0 else set()))
+
+
+def probe_sentences(task, current: ModelInput, current_label: str) -> dict[str, tuple]:
+    """label -> (ids, tokens, meta, text) of the probe's sentences: a coref task's mission
+    sentences, then ``current`` (the page's own input; text "")."""
+    out = {f"Mission sentence {i + 1}": (list(e.tokens), task.tokenizer.tokens_of(e.tokens), e.meta,
+                                         e.text)
+           for i, e in enumerate(task.mission_sentences())}
+    out[current_label] = (current.ids, current.tokens, current.meta, "")
+    return out
+
+
 def probe_summary(df, candidates: Sequence[str], top: int = 4, min_weight: float = 0.1,
                   ratio: float = 1.5) -> dict[str, list[tuple]]:
     """candidate -> [(layer, head, weight)] of the heads that clearly pick it, strongest first
@@ -276,4 +407,32 @@ def probe_summary(df, candidates: Sequence[str], top: int = 4, min_weight: float
         rows = df[(df[name] >= min_weight) & (df[name] >= ratio * others)]
         rows = rows.sort_values(name, ascending=False).head(top)
         out[name] = [(int(r["layer"]), int(r["head"]), float(r[name])) for _, r in rows.iterrows()]
+    return out
+
+
+def role_of(table, layer: int, head: int) -> str | None:
+    """The label ``head_table`` gives (layer, head), or None."""
+    row = table[(table["layer"] == layer) & (table["head"] == head)]
+    return str(row["label"].iloc[0]) if len(row) else None
+
+
+def with_roles(probe, table):
+    """The pronoun probe's rows with each head's role from ``head_table`` (column "role", after
+    "head"): the probe and the head-roles table speak of the same heads in the same words."""
+    out = probe.copy()
+    out.insert(2, "role", [role_of(table, l, h) for l, h in zip(out["layer"], out["head"])])
+    return out
+
+
+def probe_lines(df, candidates: Sequence[str], pronoun: str) -> list[str]:
+    """One markdown line per candidate naming the heads that clearly send ``pronoun`` to it
+    (``probe_summary``) with their weight and, when ``df`` has a "role" column, their role:
+    "Heads sending `its` → **'law'**: L1·H1 (0.99, antecedent)"."""
+    out = []
+    for name, heads in probe_summary(df, list(candidates)).items():
+        role = {} if "role" not in df else \
+            {(int(r["layer"]), int(r["head"])): f", {r['role']}" for _, r in df.iterrows()}
+        who = ", ".join(f"L{l}·H{h} ({w:.2f}{role.get((l, h), '')})" for l, h, w in heads) or \
+            "no head (none puts ≥ 0.1 and 1.5× the other candidates' weight on it)"
+        out.append(f"Heads sending `{pronoun}` → **'{name}'**: {who}")
     return out

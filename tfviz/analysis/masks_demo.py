@@ -35,6 +35,24 @@ class MaskChoice:
         if self.window < 1 or self.n_global < 0 or self.n_pad < 0:
             raise ValueError("window must be >= 1, global tokens and pads >= 0")
 
+    @property
+    def applied_window(self) -> int | None:
+        """The window this kind applies (None: no window)."""
+        return self.window if self.kind in ("sliding window", "global + local") else None
+
+    @property
+    def applied_global(self) -> int:
+        return self.n_global if self.kind == "global + local" else 0
+
+
+def describe(causal: bool) -> str:
+    """What each kind of mask lets a query see, in words (for the overview's caption)."""
+    return ("Sliding window: query i sees keys j with " + ("0 ≤ i − j ≤ w" if causal else "|i − j| ≤ w")
+            + ". Global + local: the first g tokens see and are seen by all"
+            + (" (still causally)" if causal else "") + ". Padding: pads are never looked at "
+            + ("(a decoder is padded on the left: on the right its causal mask already hides "
+               "them)." if causal else "(padded on the right)."))
+
 
 def pad_layout(ids: list[int], n_pad: int, causal: bool,
                pad_id: int = 0) -> tuple[list[int], list[bool]]:
@@ -50,9 +68,7 @@ def effective_mask(choice: MaskChoice, n: int, causal: bool,
                    is_pad: list[bool] | None = None) -> torch.Tensor:
     """The bool mask [q_pos, k_pos] (True = may attend) the model applies for ``choice`` on a
     sequence of ``n`` positions, from ``MaskSpec.build``."""
-    window = choice.window if choice.kind in ("sliding window", "global + local") else None
-    n_global = choice.n_global if choice.kind == "global + local" else 0
-    pads = None
+    window, n_global, pads = choice.applied_window, choice.applied_global, None
     if choice.kind == "padding" and is_pad is not None and any(is_pad):
         pads = torch.tensor([is_pad], dtype=torch.bool)
     m = MaskSpec(causal=causal, window=window, n_global=n_global, key_is_pad=pads).build(n, n)
@@ -102,5 +118,5 @@ def edit_token(ids: list[int], pos: int, new_id: int) -> list[int]:
     return out
 
 
-__all__ = ["KINDS", "MaskChoice", "all_masks", "blocked_mass", "edit_token", "effective_mask",
+__all__ = ["KINDS", "MaskChoice", "all_masks", "blocked_mass", "describe", "edit_token", "effective_mask",
            "logit_change", "pad_layout", "windowed_model"]

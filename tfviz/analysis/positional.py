@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import torch
 
-from ..model import ModelConfig
+from ..model import ModelConfig, hook_name
 from ..model.positional import SCHEMES, make_positional
 from ..tasks.base import IGNORE
+from ..recording import positional_tables
+from .explorer import kv_head
+from .rope import rope_freqs
 
 FORMULA_SCHEMES = tuple(name for name, s in SCHEMES.items() if s.formula_tables)  # need no training
 
@@ -47,6 +51,34 @@ def stack_tables(tables: dict[str, torch.Tensor], stack: str = "") -> dict[str, 
     if not stack:
         return {k: v for k, v in tables.items() if "." not in k}
     return {k.removeprefix(f"{stack}."): v for k, v in tables.items() if k.startswith(f"{stack}.")}
+
+
+def sinusoidal_start(config=None) -> tuple[int, int]:
+    """(d_model, positions) the sinusoidal view starts at: the model's (d_model even, rounded down
+    to a multiple of 8 within 8..512; its max_len within 8..256), else 64 and 128."""
+    d = config.d_model if config is not None and config.d_model % 2 == 0 else 64
+    n = config.max_len if config is not None else 128
+    return min(512, max(8, d - d % 8)), min(256, max(8, n))
+
+
+def rope_setup(model=None, stack: str = "", d_head: int = 16) -> tuple[int, torch.Tensor]:
+    """(d_head, θ_i [d_head/2] float64): a RoPE model's own frequencies, else the formula's for
+    the model's d_head (``d_head`` when there is no model or it is odd)."""
+    cfg = None if model is None else model.config
+    if cfg is not None and cfg.pos == "rope":
+        return cfg.d_head, stack_tables(positional_tables(model, 1), stack)["rope_freqs"].double()
+    d = cfg.d_head if cfg is not None and cfg.d_head % 2 == 0 else d_head
+    return d, rope_freqs(d)
+
+
+def bias_tables(scheme: str, model=None, n: int = 16, stack: str = "", heads: int = 4) -> dict:
+    """ALiBi / T5 tables for ``n`` positions: the model's own when it uses ``scheme``, else the
+    formula's for its number of heads and causality (T5's learned bias needs a T5 model)."""
+    cfg = None if model is None else model.config
+    if cfg is not None and cfg.pos == scheme:
+        return stack_tables(positional_tables(model, n), stack)
+    causal = cfg.causal and stack != "encoder" if cfg is not None else True
+    return scheme_tables(scheme, n_heads=cfg.n_heads if cfg is not None else heads, n=n, causal=causal)
 
 
 def demo_vector(d_head: int, seed: int = 0) -> torch.Tensor:
@@ -136,6 +168,26 @@ def sequence_loss(model, tokens: torch.Tensor, targets: torch.Tensor,
     return (total / count if count else math.nan), count
 
 
+def compare_lengths(train_len: int, factor: int) -> list[int]:
+    """Evaluation lengths for a scheme comparison: half the training length, then 1x, 2x, 4x, 8x
+    of it up to ``factor``x."""
+    return sorted({max(4, train_len // 2)} | {f * train_len for f in (1, 2, 4, 8) if f <= factor})
+
+
+def recorded_qk(arrays, layer: int, head: int, m: int, n: int,
+                stack: str = "") -> tuple[torch.Tensor, torch.Tensor, float]:
+    """From a recording with ``hook_q`` / ``hook_k`` / ``hook_attn_scores`` of ``layer``: the query
+    of position ``m`` in ``head`` and the key of position ``n`` in the kv head that query head
+    reads (GQA / MQA), both before rotation, float64; and the model's own score there × √d_head
+    (the q·k it computed after rotating; -inf where masked)."""
+    q = np.asarray(arrays[hook_name(layer, "attn.hook_q", stack)])[0]  # [pos, head, d_head]
+    k = np.asarray(arrays[hook_name(layer, "attn.hook_k", stack)])[0]  # [pos, kv_head, d_head]
+    score = float(np.asarray(arrays[hook_name(layer, "attn.hook_attn_scores", stack)])[0, head, m, n])
+    kv = kv_head(head, q.shape[1], k.shape[1])
+    return (torch.from_numpy(q[m, head].astype(np.float64)),
+            torch.from_numpy(k[n, kv].astype(np.float64)), score * math.sqrt(q.shape[-1]))
+
+
 def not_possible(cfg) -> str:
     """The note of a length the model cannot run at, in its positional scheme's words."""
     return f"not possible: {cfg.scheme.length_limit(cfg)}"
@@ -175,6 +227,7 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
     return pd.DataFrame(rows, columns=["model", "scheme", "length", "loss", "tokens", "note"])
 
 
-__all__ = ["FORMULA_SCHEMES", "comparable", "demo_vector", "not_possible",
-           "extrapolation_table", "is_positional_family", "packed_batch",
-           "same_task", "scheme_tables", "sequence_loss", "stack_tables", "train_length"]
+__all__ = ["FORMULA_SCHEMES", "bias_tables", "comparable", "compare_lengths", "demo_vector",
+           "extrapolation_table", "is_positional_family", "not_possible", "packed_batch",
+           "recorded_qk", "rope_setup", "same_task", "scheme_tables", "sequence_loss",
+           "sinusoidal_start", "stack_tables", "train_length"]

@@ -11,6 +11,8 @@ diagonal m − n = const. ``rope_score_grid`` computes it with the model's own `
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..model.positional import ROTARY_PAIRS
@@ -48,4 +50,16 @@ def rope_score_by_offset(q_vec: torch.Tensor, k_vec: torch.Tensor, freqs: torch.
     return rotate_at(k_vec, -offsets, freqs, pairs) @ q_vec.to(torch.float64)
 
 
-__all__ = ["rope_freqs", "rope_score_by_offset", "rope_score_grid", "rotate_at"]
+def rope_caption(model: str, layer: int, head: int, query: tuple[str, int], key: tuple[str, int],
+                 rotated_score: float, model_score: float) -> str:
+    """What the RoPE view shows for real vectors: whose q and k, and that rotating them to their
+    positions reproduces the model's own recorded score (× √d_head; -inf where masked)."""
+    (qt, m), (kt, n) = query, key
+    masked = " (masked there: a decoder query never sees a later key)." if math.isinf(model_score) else "."
+    return (f"Real vectors from {model}, layer {layer}, head {head}, before rotation (hook_q, "
+            f"hook_k): q of {qt!r} (m={m}), k of {kt!r} (n={n}). Rotated to those positions their "
+            f"q·k is {rotated_score:.4f}; the model's own recorded score × √d_head is "
+            f"{model_score:.4f}{masked}")
+
+
+__all__ = ["rope_caption", "rope_freqs", "rope_score_by_offset", "rope_score_grid", "rotate_at"]

@@ -50,6 +50,13 @@ from .measure import peak_bytes, timed
 VARIANTS = ("full-explicit", "full-sdpa", "window-masked", "window-banded", "window-chunked")
 KERNEL = {"full-explicit": "explicit", "full-sdpa": "fused", "window-masked": "masked",
           "window-banded": "fused", "window-chunked": "fused"}
+# What each variant is, in plain words (legends, tables, the Cost page); the names above are the
+# CSV's and the command line's.
+LABELS = {"full-explicit": "full attention, every score stored",
+          "full-sdpa": "full attention, fused kernel",
+          "window-masked": "window as a mask over all n² scores",
+          "window-banded": "window, band only",
+          "window-chunked": "window, band in chunks (GPU)"}
 GIB, MIB = 2 ** 30, 2 ** 20
 
 
@@ -92,6 +99,11 @@ def default_variants(variants, device) -> list[str]:
     """``variants`` or all; "window-chunked" only on CUDA (on a CPU it is what window-banded runs)."""
     gpu = torch.device(device).type == "cuda" and flex_available()
     return [v for v in (variants or VARIANTS) if v != "window-chunked" or gpu]
+
+
+def label(name: str) -> str:
+    """A variant's plain-language name (``LABELS``), else its code name."""
+    return LABELS.get(name, name)
 
 
 def _growth(name: str) -> int:
@@ -205,7 +217,8 @@ def run(ns, window=128, heads=4, d_head=64, batch=1, causal=True, repeats=3, var
                 rows.append(dict(
                     n=n, variant=name, pass_=p, time_s=statistics.median(ts), time_min_s=min(ts),
                     cpu_s=statistics.median(cpu), peak_bytes=peak,
-                    flops=attention_flops(n, w, heads, d_head, batch, p == "fwd+bwd", causal),
+                    flops=attention_flops(n, w, heads, d_head, batch, p == "fwd+bwd", causal,
+                                          KERNEL[name]),
                     bytes_analytic=attention_bytes(n, w, heads, d_head, batch, p == "fwd+bwd",
                                                    causal, KERNEL[name], nbytes),
                     skipped=""))
@@ -228,12 +241,29 @@ def analytic_frame(ns, window=128, heads=4, d_head=64, batch=1, causal=True, var
     return pd.DataFrame([
         dict(n=n, variant=name, **{"pass": p},
              flops=attention_flops(n, window if name.startswith("window") else None, heads, d_head,
-                                   batch, p == "fwd+bwd", causal),
+                                   batch, p == "fwd+bwd", causal, KERNEL[name]),
              bytes_analytic=attention_bytes(n, window if name.startswith("window") else None, heads,
                                             d_head, batch, p == "fwd+bwd", causal, KERNEL[name],
                                             dtype_bytes),
              skipped="")
         for n in ns for name in variants for p in PASSES if p in passes])
+
+
+def with_analytic(df: pd.DataFrame, window=128, heads=4, d_head=64, batch=1, causal=True,
+                  dtype_bytes=4) -> pd.DataFrame:
+    """``df`` (rows of ``run``, e.g. a reference CSV) with its analytic columns, flops and
+    bytes_analytic, recomputed from today's formulas: the measured columns are kept as they were
+    measured, the paper ones cannot go stale."""
+    def row(r):
+        w = window if str(r["variant"]).startswith("window") else None
+        kernel, bwd = KERNEL.get(r["variant"], "fused"), r["pass"] == "fwd+bwd"
+        return pd.Series({"flops": attention_flops(int(r["n"]), w, heads, d_head, batch, bwd, causal, kernel),
+                          "bytes_analytic": attention_bytes(int(r["n"]), w, heads, d_head, batch, bwd,
+                                                            causal, kernel, dtype_bytes)})
+    out = df.copy()
+    out[["flops", "bytes_analytic"]] = df.apply(row, axis=1) if len(df) else df[[]].assign(
+        flops=[], bytes_analytic=[])
+    return out
 
 
 def table(df: pd.DataFrame) -> str:
@@ -260,20 +290,21 @@ def table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def ratio_table(df: pd.DataFrame, pass_: str = "fwd+bwd",
-                reference: str = "window-banded") -> pd.DataFrame:
+def ratio_table(df: pd.DataFrame, pass_: str = "fwd+bwd", reference: str = "window-banded",
+                time_col: str = "time_s") -> pd.DataFrame:
     """The Cost page's summary of a run, measured beside analytic, for one pass.
 
     1. Each other variant against ``reference`` at the largest n where both ran: time ratio beside
        the FLOPs ratio, peak-memory ratio beside the analytic-bytes ratio.
     2. Each variant's growth per doubling of n (between its two largest measured n, rescaled to a
        factor of 2 in n): about 2 for O(n), 4 for O(n²).
-    Columns: comparison, n, time, flops, peak, bytes_analytic (ratios; NaN where not defined).
+    Columns: comparison (in ``LABELS``' words), n, time (of ``time_col``: "time_s" wall, or
+    "cpu_s" the work's CPU time), flops, peak, bytes_analytic (ratios; NaN where not defined).
     """
     rows = df[(df["pass"] == pass_)]
     if "skipped" in rows:
         rows = rows[rows["skipped"].fillna("").astype(str) == ""]
-    cols = ("time_s", "flops", "peak_bytes", "bytes_analytic")
+    cols = (time_col, "flops", "peak_bytes", "bytes_analytic")
     out = []
     ref = rows[rows["variant"] == reference].set_index("n")
     for name, g in rows.groupby("variant", sort=False):
@@ -284,7 +315,7 @@ def ratio_table(df: pd.DataFrame, pass_: str = "fwd+bwd",
             continue
         n = both[-1]
         a = g.set_index("n").loc[n]
-        out.append(dict(comparison=f"{name} ÷ {reference}", n=int(n),
+        out.append(dict(comparison=f"{label(name)} ÷ {label(reference)}", n=int(n),
                         **{c: float(a[c]) / float(ref.loc[n, c]) for c in cols}))
     for name, g in rows.groupby("variant", sort=False):
         g = g.sort_values("n")
@@ -292,19 +323,21 @@ def ratio_table(df: pd.DataFrame, pass_: str = "fwd+bwd",
             continue
         a, b = g.iloc[-2], g.iloc[-1]
         doublings = math.log2(float(b["n"]) / float(a["n"]))
-        out.append(dict(comparison=f"{name}: growth per 2× n ({int(a['n'])} → {int(b['n'])})",
+        out.append(dict(comparison=f"{label(name)}: growth per 2× n ({int(a['n'])} → {int(b['n'])})",
                         n=int(b["n"]),
                         **{c: (float(b[c]) / float(a[c])) ** (1 / doublings) for c in cols}))
     return pd.DataFrame(out, columns=["comparison", "n", *cols]).rename(
-        columns={"time_s": "time", "peak_bytes": "peak"})
+        columns={time_col: "time", "peak_bytes": "peak"})
 
 
 def machine(device: str | torch.device = "cpu") -> dict:
-    """Where a measurement was taken: device name, threads, torch version, load, time (UTC)."""
+    """Where a measurement was taken: device name, threads, torch version, load, the process's
+    scheduling priority (nice), time (UTC)."""
     device = torch.device(device)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    nice = os.nice(0) if hasattr(os, "nice") else 0  # < 0: run ahead of the machine's other work
     return dict(device=device.type, name=device_name(device), cores=cpu_count(), threads=torch.get_num_threads(),
-                torch=torch.__version__, load_average=load,
+                torch=torch.__version__, load_average=load, nice=nice,
                 measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
@@ -411,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.csv:
         df.to_csv(a.csv, index=False)
         policy = os.environ.get("OMP_WAIT_POLICY")
-        command = ((f"OMP_WAIT_POLICY={policy} " if policy else "")
+        command = ((f"nice -n {where['nice']} " if where.get("nice", 0) < 0 else "")
+                   + (f"OMP_WAIT_POLICY={policy} " if policy else "")
                    + f"python -m tfviz.bench attention --n {' '.join(map(str, ns))} --window {a.window} "
                    f"--heads {a.heads} --d-head {a.d_head} --batch {a.batch} --repeats {a.repeats} "
                    f"--device {a.device} --dtype {a.dtype} --mem-budget-gib {budget:g}"

@@ -1,7 +1,8 @@
 """Wall time and peak memory of one call, on CPU or CUDA.
 
 Time: ``time.perf_counter`` around the call (after ``torch.cuda.synchronize`` on a GPU), and the
-process CPU time (``time.process_time``, all threads) beside it. The benchmarks interleave variants
+CPU time of the work beside it (``cpu_clock``: the calling thread's with one torch thread, else the
+process's). The benchmarks interleave variants
 and take the median over repeats; nothing here averages.
 
 Peak memory = the most bytes allocated *on top of what existed before the call*, at any instant
@@ -43,16 +44,25 @@ def time_once(fn: Callable[[], object], device: torch.device | str = "cpu") -> f
     return timed(fn, device)[0]
 
 
-def timed(fn: Callable[[], object], device: torch.device | str = "cpu") -> tuple[float, float]:
-    """(wall seconds, process CPU seconds summed over all threads) for one call of ``fn``.
+def cpu_clock() -> Callable[[], float]:
+    """The CPU clock of the work: with one torch thread the work runs on the calling thread, so
+    its own CPU time (``time.thread_time``: other threads of the process — a web server's other
+    sessions — are not counted); with several, the whole process's (``time.process_time``)."""
+    return time.thread_time if torch.get_num_threads() == 1 else time.process_time
 
-    On a shared machine wall time includes waiting for a core; CPU time counts only the work
-    done, so a kernel's scaling shows through the noise (with t threads, CPU ~ t x wall when idle)."""
+
+def timed(fn: Callable[[], object], device: torch.device | str = "cpu") -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the work, ``cpu_clock``) for one call of ``fn``.
+
+    On a shared machine wall time includes waiting for a core (and a container's CPU quota
+    throttles every process in it, whatever its priority); CPU time counts only the work done, so
+    a kernel's scaling shows through the noise (with t threads, CPU ~ t x wall when idle)."""
+    clock = cpu_clock()
     sync(device)
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu = time.perf_counter(), clock()
     fn()
     sync(device)
-    return time.perf_counter() - start, time.process_time() - cpu
+    return time.perf_counter() - start, clock() - cpu
 
 
 @contextlib.contextmanager

@@ -12,7 +12,8 @@ The repeated pronoun (decoder) sees the whole sentence, including the predicate 
 in-sentence pronoun, so its attention can land on the referent.
 meta (indices into ``tokens``): pronoun_index, query_index, candidate_indices [i1, i2] (the last
 mention of each noun before the pronoun), candidate_mentions, referent (0 | 1), referent_token,
-attribute (the deciding predicate / part), category, template.
+attribute (the deciding predicate / part) and attribute_index (its position after the pronoun;
+None in the mission sentences), category, template.
 
 The test split uses (referent noun, attribute) pairs never used in train/validation: a seeded
 Latin-square quarter of each category's pairs, so every noun and attribute is still seen in training.
@@ -134,8 +135,11 @@ class CorefTask(GeneratedTask):
         assert len(ids) == len(words), (text, tok.tokens_of(ids))
         first = [w for i, w in enumerate(words[:pronoun]) if i and words[i - 1] == "the"]
         order = tuple(dict.fromkeys(first))  # the two nouns, by first mention
+        # the deciding word: the predicate or part after the pronoun ("too laggy", "its crust")
+        at = 1 + next(i for i in range(pronoun + 1, len(words)) if words[i] == attribute)
         return self._make(tok, text, ids, list(words), pronoun, referent, order,
-                          {"attribute": attribute, "category": category, "template": template})
+                          {"attribute": attribute, "attribute_index": at, "category": category,
+                           "template": template})
 
     def _make(self, tok, text, ids, words, pronoun, referent, order, extra) -> Example:
         """Lay out one sentence; ``words`` are its tokens, ``order`` its two candidate nouns."""
@@ -162,5 +166,6 @@ class CorefTask(GeneratedTask):
             pronoun = max(i for i, w in enumerate(words) if w in ("it", "its"))
             out.append(self._make(tok, text, enc.ids, words, pronoun, referent,
                                   ("law", "application"),
-                                  {"attribute": None, "category": None, "template": None}))
+                                  {"attribute": None, "attribute_index": None, "category": None,
+                                   "template": None}))
         return out

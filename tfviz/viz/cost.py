@@ -17,6 +17,8 @@ cache, tokens_per_s) and ``compact`` (one legend entry per variant, ticks at the
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -33,49 +35,54 @@ def _measured(df: pd.DataFrame, pass_: str) -> pd.DataFrame:
     return rows.sort_values("n")
 
 
-def _skipped_note(df: pd.DataFrame, pass_: str) -> str:
+def _skipped_note(df: pd.DataFrame, pass_: str, labels: Mapping[str, str]) -> str:
     if "skipped" not in df:
         return ""
     rows = df[(df["pass"] == pass_) & (df["skipped"].fillna("").astype(str) != "")]
-    return "; ".join(f"{v} not run at n = {', '.join(str(n) for n in g['n'])}"
+    return "; ".join(f"{labels.get(v, v)} not run at n = {', '.join(str(n) for n in g['n'])}"
                      for v, g in rows.groupby("variant", sort=False))
 
 
-def _figure(df, pass_, measured_col, analytic, y_title, title, dark) -> go.Figure:
+def _figure(df, pass_, measured_col, analytic, y_title, title, dark, labels) -> go.Figure:
     fig = go.Figure()
     rows = _measured(df, pass_)
+    labels = labels or {}
     for i, (variant, g) in enumerate(rows.groupby("variant", sort=False)):
-        colour = HEAD_COLOURS[i % len(HEAD_COLOURS)]
-        fig.add_trace(go.Scatter(x=g["n"], y=g[measured_col], name=f"{variant} (measured)",
+        colour, name = HEAD_COLOURS[i % len(HEAD_COLOURS)], labels.get(variant, variant)
+        fig.add_trace(go.Scatter(x=g["n"], y=g[measured_col], name=f"{name} (measured)",
                                  mode="lines+markers", line=dict(color=colour), legendgroup=variant))
-        fig.add_trace(go.Scatter(x=g["n"], y=analytic(g), name=f"{variant} (analytic)", mode="lines",
+        fig.add_trace(go.Scatter(x=g["n"], y=analytic(g), name=f"{name} (analytic)", mode="lines",
                                  line=dict(color=colour, dash="dash"), legendgroup=variant))
     fig.update_xaxes(type="log", title="sequence length n")
     fig.update_yaxes(type="log", title=y_title)
-    note = _skipped_note(df, pass_)
+    note = _skipped_note(df, pass_, labels)
     if note:
         fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=-0.22, showarrow=False,
                            xanchor="left", font=dict(size=11))
     return apply_theme(fig, title=title, dark=dark)
 
 
-def fitted_time(g: pd.DataFrame) -> np.ndarray:
+def fitted_time(g: pd.DataFrame, time_col: str = "time_s") -> np.ndarray:
     """FLOPs / median(FLOPs / measured time): the analytic shape at the variant's own speed."""
-    rate = float(np.median(g["flops"] / g["time_s"]))
+    rate = float(np.median(g["flops"] / g[time_col]))
     return (g["flops"] / rate).to_numpy()
 
 
-def time_figure(df: pd.DataFrame, pass_: str = "fwd+bwd", dark: bool = False) -> go.Figure:
-    """Log-log time (s) against n, one colour per variant."""
-    return _figure(df, pass_, "time_s", fitted_time, "time per call (s)",
-                   f"Attention time vs n ({pass_})", dark)
+def time_figure(df: pd.DataFrame, pass_: str = "fwd+bwd", dark: bool = False,
+                labels: Mapping[str, str] | None = None, time_col: str = "time_s",
+                y_title: str = "time per call (s)") -> go.Figure:
+    """Log-log time (s) against n, one colour per variant (named by ``labels``, else its code);
+    ``time_col``: "time_s" (wall) or "cpu_s" (the work's CPU time)."""
+    return _figure(df, pass_, time_col, lambda g: fitted_time(g, time_col), y_title,
+                   f"Attention time vs n ({pass_})", dark, labels)
 
 
-def memory_figure(df: pd.DataFrame, pass_: str = "fwd+bwd", dark: bool = False) -> go.Figure:
+def memory_figure(df: pd.DataFrame, pass_: str = "fwd+bwd", dark: bool = False,
+                  labels: Mapping[str, str] | None = None) -> go.Figure:
     """Log-log peak extra memory (GiB) against n, measured and analytic."""
     rows = df.assign(peak_gib=df["peak_bytes"] / GIB)
     return _figure(rows, pass_, "peak_gib", lambda g: (g["bytes_analytic"] / GIB).to_numpy(),
-                   "peak extra memory (GiB)", f"Attention memory vs n ({pass_})", dark)
+                   "peak extra memory (GiB)", f"Attention memory vs n ({pass_})", dark, labels)
 
 
 def kv_cache_figure(sizes: pd.DataFrame, dark: bool = False) -> go.Figure:
@@ -96,7 +103,7 @@ def kv_cache_figure(sizes: pd.DataFrame, dark: bool = False) -> go.Figure:
 
 
 def analytic_figure(frame: pd.DataFrame, what: str = "flops", pass_: str = "fwd+bwd",
-                    dark: bool = False) -> go.Figure:
+                    dark: bool = False, labels: Mapping[str, str] | None = None) -> go.Figure:
     """Log-log FLOPs (``what="flops"``) or analytic peak memory in GiB (``what="bytes"``) against
     n, one dashed line per variant: slope 2 for anything over n×n scores, slope 1 for the band."""
     if what not in ("flops", "bytes"):
@@ -105,7 +112,8 @@ def analytic_figure(frame: pd.DataFrame, what: str = "flops", pass_: str = "fwd+
     fig = go.Figure()
     for i, (variant, g) in enumerate(rows.groupby("variant", sort=False)):
         y = g["flops"] if what == "flops" else g["bytes_analytic"] / GIB
-        fig.add_trace(go.Scatter(x=g["n"], y=y, name=f"{variant} (analytic)", mode="lines+markers",
+        fig.add_trace(go.Scatter(x=g["n"], y=y, name=f"{(labels or {}).get(variant, variant)} (analytic)",
+                                 mode="lines+markers",
                                  line=dict(color=HEAD_COLOURS[i % len(HEAD_COLOURS)], dash="dash"),
                                  marker=dict(size=5)))
     fig.update_xaxes(type="log", title="sequence length n")

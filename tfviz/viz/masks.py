@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .theme import (ALLOWED_COLOUR, BLOCKED_COLOUR, HEAD_COLOURS, apply_theme, cell_size,
-                    default_tokens, position_labels, show_token, tick_step)
+from .theme import (ALLOWED_COLOUR, BLOCKED_COLOUR, FONT_SIZE, HEAD_COLOURS, apply_theme,
+                    cell_size, default_tokens, position_labels, show_token, tick_step)
 from .tiles import tile, tiled_axis
 
+LABEL_PX = FONT_SIZE + 3  # the least height a token label on the q_pos axis needs
 SCALE = [[0.0, BLOCKED_COLOUR], [0.5, BLOCKED_COLOUR], [0.5, ALLOWED_COLOUR], [1.0, ALLOWED_COLOUR]]
 COLOUR = dict(colorscale=SCALE, zmin=0, zmax=1,
               colorbar=dict(tickvals=[0.25, 0.75], ticktext=["blocked", "allowed"], thickness=12,
@@ -88,8 +89,9 @@ def masks_side_by_side(masks: Mapping[str, object], tokens: Sequence[str] | None
     fig.update_yaxes(type="category", tickmode="array", tickvals=y[::sy], ticktext=yt[::sy],
                      title=dict(text="q_pos (query)"), showgrid=False, autorange="reversed")
     fig.update_layout(margin=dict(t=110))
-    c = max(4, min(20, 1100 // max(1, len(names) * (nk + gap))))
-    return apply_theme(fig, title=title, height=nq * c + 180,
+    c = max(4, min(20, 1100 // max(1, len(names) * (nk + gap))))  # a cell's width
+    row = max(c, LABEL_PX)  # a row's height: each token label gets its own line (33 tokens at
+    return apply_theme(fig, title=title, height=nq * row + 180,  # 7 px each overlapped)
                        width=len(names) * (nk + gap) * c + 230)
 
 

@@ -52,16 +52,27 @@ def step_through_output(table_or_weights, V) -> np.ndarray:
     return np.asarray(w, dtype=float) @ np.asarray(V, dtype=float)
 
 
+CELL_FONT = 12  # px: the printed numbers stay readable on a 1024 px projector
+
+
 def _fmt(v: float) -> str:
-    return "−∞" if v == -np.inf else f"{v:.3f}"
+    """At most six characters, so a cell's number fits at ``CELL_FONT`` (the hover has more)."""
+    if v == -np.inf:
+        return "−∞"
+    return f"{v:.3f}" if abs(v) < 10 else f"{v:.2f}" if abs(v) < 100 else f"{v:.0f}"
 
 
 def step_through_figure(q, K, V, tokens: Sequence[str], query_index: int, *, bias_row=None,
                         mask_row=None, d_k: int | None = None, query_token: str | None = None,
-                        title: str | None = None):
+                        title: str | None = None, subtitle: str | None = None):
     """Three panels sharing one y axis (top row = the query, one row per key, bottom row = z):
     left: q and each k_j over d_head; middle: the stages of the formula per key (the numbers are
-    printed; colour ranks each column); right: each softmax_j · v_j over d_head and their sum z."""
+    printed; colour ranks each column); right: each softmax_j · v_j over d_head and their sum z.
+
+    Laid out for a narrow container (a 1024 px projector leaves ~600 px beside the sidebar): the
+    middle panel gets most of the width so its numbers print at ``CELL_FONT``, the d_head panels
+    are thin, short subplot titles, no colour bar (the hover has every value), and the title on
+    two lines (``subtitle`` under it)."""
     table = step_through_table(q, K, tokens, query_index, bias_row=bias_row, mask_row=mask_row,
                                d_k=d_k)
     q, K, V = (np.asarray(a, dtype=float) for a in (q, K, V))
@@ -69,15 +80,13 @@ def step_through_figure(q, K, V, tokens: Sequence[str], query_index: int, *, bia
     tokens = list(table["token"])
     qt = show_token(tokens[query_index] if query_token is None else query_token)
     z = step_through_output(table, V)
-    labels = [f"q: '{qt}' (pos {query_index})"] + \
-             [f"k: '{show_token(t)}' (pos {j})" for j, t in enumerate(tokens)] + ["z = Σ softmax·v"]
+    labels = [f"q '{qt}' ({query_index})"] + \
+             [f"k '{show_token(t)}' ({j})" for j, t in enumerate(tokens)] + ["z = Σ softmax·v"]
     ys = list(range(-1, n + 1))  # -1 = q row, 0..n-1 = keys, n = z row
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, column_widths=[0.34, 0.32, 0.34],
-                        horizontal_spacing=0.02,
-                        # line breaks: at Streamlit's container width (< the 1150 px asked for)
-                        # single-line titles of the narrow middle panel overlapped their neighbours
-                        subplot_titles=("q and each k (d_head)", "q·k → ÷√d_k → +bias<br>→ mask → "
-                                        "softmax", "softmax_j · v_j<br>and z = Σ"))
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, column_widths=[0.2, 0.6, 0.2],
+                        horizontal_spacing=0.025,
+                        subplot_titles=("q and k", "the formula, key by key", "softmax·v, z"))
+    fig.update_annotations(font_size=CELL_FONT)
     qk_rows = np.vstack([q, K])
     fig.add_trace(go.Heatmap(
         z=qk_rows, x=list(range(d)), y=ys[:-1], name="q, k",
@@ -94,6 +103,7 @@ def step_through_figure(q, K, V, tokens: Sequence[str], query_index: int, *, bia
     text = np.vectorize(_fmt, otypes=[object])(vals)
     fig.add_trace(go.Heatmap(
         z=colour, x=list(STAGES), y=ys[1:-1], text=text, texttemplate="%{text}",
+        textfont=dict(size=CELL_FONT), xgap=1, ygap=1,
         customdata=np.repeat(np.array(labels[1:-1], dtype=object)[:, None], len(STAGES), 1),
         hovertemplate="%{customdata}<br>%{x}: %{text}<extra></extra>", name="stages",
         colorscale=ATTENTION_SCALE, zmin=0, zmax=1, showscale=False), row=1, col=2)
@@ -102,15 +112,18 @@ def step_through_figure(q, K, V, tokens: Sequence[str], query_index: int, *, bia
         z=contrib, x=list(range(dv)), y=ys[1:], name="softmax·v",
         customdata=np.repeat(np.array(labels[1:], dtype=object)[:, None], dv, 1),
         hovertemplate="%{customdata}<br>d_head %{x}: %{z:.3f}<extra></extra>",
-        **diverging_colour(contrib, "value")), row=1, col=3)
+        **dict(diverging_colour(contrib, "value"), showscale=False)), row=1, col=3)
     fig.update_yaxes(tickmode="array", tickvals=ys, ticktext=labels, range=[n + 0.5, -1.5],
                      showgrid=False)
-    fig.update_yaxes(title=dict(text="query, then k_pos (keys), then output"), row=1, col=1)
+    fig.update_yaxes(title=dict(text="q, keys, z", font_size=CELL_FONT), row=1, col=1)
     fig.update_xaxes(title=dict(text="d_head"), showgrid=False, row=1, col=1)
-    fig.update_xaxes(title=dict(text="stage"), type="category", side="bottom", row=1, col=2)
-    fig.update_xaxes(title=dict(text="d_head (of v)"), showgrid=False, row=1, col=3)
+    fig.update_xaxes(title=dict(text="stage"), type="category", side="bottom", tickangle=-45,
+                     row=1, col=2)
+    fig.update_xaxes(title=dict(text="d_head"), showgrid=False, row=1, col=3)
     fig.add_hline(y=-0.5, line=dict(color="#9ca3af", width=1), row="all", col="all")
     fig.add_hline(y=n - 0.5, line=dict(color="#9ca3af", width=1), row=1, col=3)
     title = title or f"Query '{qt}' (pos {query_index}) step by step, d_k = {d_k or d}"
-    fig.update_layout(margin=dict(t=100))
-    return apply_theme(fig, title=title, height=min(1600, 230 + 28 * (n + 2)), width=1150)
+    if subtitle:
+        title += f"<br><span style='font-size:{CELL_FONT}px'>{subtitle}</span>"
+    fig.update_layout(margin=dict(t=110, r=10))
+    return apply_theme(fig, title=title, height=min(1600, 250 + 28 * (n + 2)))

@@ -51,14 +51,17 @@ def tiled_axis(tile_names: Sequence[str], inner: Sequence[str], gap: int = 1,
 
 def tiled_heatmap(blocks: np.ndarray, row_names: Sequence[str], col_names: Sequence[str],
                   row_inner: Sequence[str], col_inner: Sequence[str], *, colour: dict,
-                  hovertemplate: str, gap: int = 1,
-                  name: str = "") -> tuple[go.Heatmap, dict, dict]:
-    """The tiled heatmap trace plus the x- and y-axis settings that label its tiles."""
+                  hovertemplate: str, gap: int = 1, name: str = "",
+                  hover_values: np.ndarray | None = None) -> tuple[go.Heatmap, dict, dict]:
+    """The tiled heatmap trace plus the x- and y-axis settings that label its tiles.
+    ``hover_values`` (same shape as ``blocks``), when the colours show a rescaled value: tiled
+    the same way into ``customdata``, for ``%{customdata}`` in the hover."""
     z = tile(blocks, gap)
     xa = tiled_axis(col_names, col_inner, gap)
     ya = tiled_axis(row_names, row_inner, gap)
+    extra = {} if hover_values is None else {"customdata": tile(hover_values, gap)}
     trace = go.Heatmap(z=z, x=xa["categories"], y=ya["categories"], hoverongaps=False,
-                       hovertemplate=hovertemplate, name=name, **colour)
+                       hovertemplate=hovertemplate, name=name, **colour, **extra)
     xaxis = dict(type="category", tickmode="array", tickvals=xa["tickvals"],
                  ticktext=xa["ticktext"], showgrid=False, ticks="")
     yaxis = dict(type="category", tickmode="array", tickvals=ya["tickvals"],

@@ -341,6 +341,15 @@ def induction_sentence(c: dict) -> str:
             "output the induction head's keys read (K-composition).")
 
 
+def repeat_curves_note(max_len: int, train_length: int) -> str:
+    """What a point of ``repeat_curves`` is, for the figure's caption."""
+    return (f"Fresh random sequences of {max_len} tokens in which a segment recurs (lengths and "
+            "repeat counts never trained on). Each point: the mean over the sequences whose token "
+            "at that position recurs, predicting the token that followed its earlier occurrence. "
+            "Right of the dashed line lie positions no training sequence reached (the longest "
+            f"had {train_length} tokens).")
+
+
 def repeat_curves(models: dict, vocab: int, max_len: int, condition: str | None = None,
                   batch: int | None = None, seed: int | None = None) -> pd.DataFrame:
     """Live: per-position loss and accuracy on the repeated tokens of fresh held-out sequences
@@ -388,7 +397,28 @@ def translate_sentence(card: dict) -> str:
 
 __all__ = ["SEEDS", "coref_claim", "coref_sentence", "extrapolation_frame",
            "findings_markdown", "heldout_frame", "induction_contrast", "induction_frame",
-           "induction_sentence", "repeat_curves",
+           "induction_sentence", "repeat_curves", "repeat_curves_note",
            "lm_family_frame", "mission_weights", "positional_ordering", "positional_sentence",
            "strongest_heads", "summary_frame", "train_length", "translate_example",
            "translate_sentence", "zoo_path"]
+
+
+def coref_metrics(claim: dict, live: dict) -> list[tuple]:
+    """The Findings page's coref metrics: (label, value[, st.metric keyword arguments]) each —
+    the card's test accuracy and antecedent head, and the heads ``live`` (``strongest_heads``)
+    finds for "law" and "application"."""
+    a = claim["antecedent_head"]
+    return [("test accuracy (card)", f"{100 * claim['accuracy']:.1f}%"),
+            (f"antecedent head L{a['layer']}H{a['head']} (card)", f"{100 * a['antecedent_max']:.1f}%",
+             dict(help="share of test sentences where, of the two nouns, it attends most to the referent")),
+            *[(f"→ {n}: L{live[n]['layer']}H{live[n]['head']} (live)", f"{live[n]['weight']:.2f}")
+              for n in ("law", "application")]]
+
+
+def induction_metrics(contrast: dict) -> list[tuple]:
+    """The Findings page's induction metrics for the 2- and the 1-layer model (``induction_contrast``):
+    repeat loss past the training length against chance, and the largest induction score."""
+    return [item for k in ("2L", "1L") for s in [contrast[k]] for item in (
+        (f"{k}: repeat loss from position {s['train_length']} (card)", f"{s['beyond_loss']:.3f}",
+         dict(delta=f"chance {s['chance']:.2f}", delta_color="off")),
+        (f"{k}: max induction score (card)", f"{s['max_induction']:.2f}"))]

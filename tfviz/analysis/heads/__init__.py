@@ -11,12 +11,12 @@
     probes.py   induction_probe and score_model (the only part that runs a model)
 """
 from .labels import (COLUMNS, LABELS, RULES, SOURCES, THRESHOLDS, head_scores, label_head,
-                     scores_frame, scores_over_snapshots)
+                     labels_markdown, scores_frame, scores_over_snapshots)
 from .probes import BOS_ID, N_SPECIAL, induction_probe, score_model
-from .scores import (ANTECEDENT_SCORES, PATTERN, PATTERN_SCORES, SCORES, antecedent_scores,
-                     pattern_scores, pronoun_probe)
+from .scores import (ANTECEDENT_SCORES, ELSEWHERE, PATTERN, PATTERN_SCORES, SCORES,
+                     antecedent_scores, pattern_scores, pronoun_probe)
 
-__all__ = ["ANTECEDENT_SCORES", "BOS_ID", "COLUMNS", "LABELS", "N_SPECIAL", "PATTERN", "PATTERN_SCORES",
-           "RULES", "SCORES", "SOURCES", "THRESHOLDS", "antecedent_scores", "head_scores",
-           "induction_probe", "label_head", "pattern_scores", "pronoun_probe", "score_model",
-           "scores_frame", "scores_over_snapshots"]
+__all__ = ["ANTECEDENT_SCORES", "BOS_ID", "COLUMNS", "ELSEWHERE", "LABELS", "N_SPECIAL", "PATTERN",
+           "PATTERN_SCORES", "RULES", "SCORES", "SOURCES", "THRESHOLDS", "antecedent_scores",
+           "head_scores", "induction_probe", "label_head", "labels_markdown", "pattern_scores",
+           "pronoun_probe", "score_model", "scores_frame", "scores_over_snapshots"]

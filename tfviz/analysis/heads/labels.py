@@ -23,6 +23,7 @@ Scores that could not be computed are NaN; "label" is one word, "labels" every r
 THRESHOLDS: dict[str, float] = {
     "antecedent_max": 0.9,   # antecedent: argmax over the candidates on the referent in > 90% ...
     "antecedent": 0.2,       # ... and at least this mean weight on the referent's mentions
+    "attribute": 0.5,        # attribute: more than half the pronoun's weight on the deciding word
     "induction": 0.4,
     "duplicate_token": 0.4,
     "prev_token_top": 0.4,
@@ -56,6 +57,10 @@ SOURCES: dict[str, str] = {
                   "at least 0.2 mean weight on the referent's mentions.",
     "entropy_norm": "Diffuse: no rule fired and normalised entropy ≥ 0.8 (1 = uniform over the "
                     "visible keys); 0.8: ours.",
+    "attribute": "Ours: a coreference model has to read the word that decides the referent (the "
+                 "predicate or part after the pronoun: 'too laggy', 'its crust'); a head whose mean "
+                 "weight from the final pronoun on that word, over the task's examples, is above "
+                 "0.5 reads it. In 'its application should be just' that word is 'application'.",
 }
 
 # label -> (rule, description), in priority order: the first rule that fires is the label.
@@ -63,6 +68,9 @@ RULES: dict[str, tuple[Any, str]] = {
     "antecedent": (lambda s, t: s["antecedent_max"] > t["antecedent_max"]
                    and s["antecedent"] > t["antecedent"],
                    "from the pronoun, attends to the noun it refers to"),
+    "attribute": (lambda s, t: s["attribute"] > t["attribute"],
+                  "from the pronoun, reads the word that decides what it refers to (the predicate "
+                  "or part after it)"),
     "induction": (lambda s, t: s["induction"] > t["induction"],
                   "attends to the token after an earlier copy of the current token"),
     "duplicate-token": (lambda s, t: s["duplicate_token"] > t["duplicate_token"],
@@ -78,6 +86,12 @@ LABELS: dict[str, str] = {name: desc for name, (_, desc) in RULES.items()} | {
     "diffuse": "spreads its attention almost evenly",
     "mixed": "no single pattern explains it",
 }
+
+
+def labels_markdown() -> str:
+    """What each label means, then where each rule and cut-off comes from (a markdown list)."""
+    return ("\n".join(f"- **{k}**: {v}" for k, v in LABELS.items()) + "\n\n"
+            + "\n".join(f"- *{k}*: {v}" for k, v in SOURCES.items()))
 
 
 # ---------------------------------------------------------------------------- labels, tables

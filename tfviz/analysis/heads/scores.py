@@ -21,6 +21,8 @@ on an expected set of keys, in the spirit of TransformerLens's head detector and
                      mention of the referent (strictly: a tie with the other noun is a miss)
     antecedent_top   share of examples whose overall argmax key is a mention of the referent
                      (strictly larger than every other key's weight)
+    attribute        (coref) weight from meta["query_index"] on meta["attribute_index"]: the word
+                     after the pronoun that decides the referent ("too laggy", "its crust")
 
 Mask-aware: padding queries are ignored, and so is any query that may see only one key (causal
 position 0 sees only itself, so its weight of 1 on key 0 would say nothing about the head).
@@ -48,8 +50,10 @@ from ...tokenize import SPECIAL_TOKENS
 PATTERN = layer_template("attn.hook_pattern")
 PATTERN_SCORES = ("prev_token", "prev_token_top", "first_token", "self_token", "local",
                   "induction", "duplicate_token", "entropy", "entropy_norm")
-ANTECEDENT_SCORES = ("antecedent", "antecedent_other", "antecedent_max", "antecedent_top")
+ANTECEDENT_SCORES = ("antecedent", "antecedent_other", "antecedent_max", "antecedent_top",
+                     "attribute")
 SCORES = PATTERN_SCORES + ANTECEDENT_SCORES
+ELSEWHERE = 0.9  # pronoun_probe: with this much of the weight off the candidates, none "wins"
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -183,11 +187,16 @@ def antecedent_scores(patterns, metas: Sequence[Mapping], *, query: str = "query
     """Coreference scores (``ANTECEDENT_SCORES``), each [layer, head], from coref ``Example.meta``
     dicts aligned with the batch: the attention row of ``meta[query]`` over
     ``meta["candidate_mentions"][referent]`` (all mentions of the referent noun) vs the other
-    candidate's mentions. Examples with ``referent`` None (ambiguous) are skipped."""
+    candidate's mentions, and its weight on ``meta["attribute_index"]`` (the deciding word).
+    Examples with ``referent`` None (ambiguous) are skipped; ``attribute`` is the mean over the
+    examples that have an attribute_index (NaN when none has)."""
     p = _as_patterns(patterns, template)
     L, b, H, _, nk = p.shape
     if len(metas) != b:
         raise ValueError(f"got {len(metas)} metas for a batch of {b}")
+    clues = [p[:, e, :, m[query], m["attribute_index"]] for e, m in enumerate(metas)
+             if isinstance(m.get("attribute_index"), int) and m.get(query) is not None]
+    attribute = np.mean(clues, axis=0) if clues else np.full((L, H), np.nan)
     rows = []
     for e, meta in enumerate(metas):
         if meta.get("referent") is None:
@@ -203,9 +212,9 @@ def antecedent_scores(patterns, metas: Sequence[Mapping], *, query: str = "query
         rows.append((a[..., true].sum(-1), a[..., other].sum(-1),
                      (best > a[..., other].max(-1)).astype(np.float64),
                      (best > rest).astype(np.float64)))
-    if not rows:
-        return {k: np.full((L, H), np.nan) for k in ANTECEDENT_SCORES}
-    return {k: np.mean([r[n] for r in rows], axis=0) for n, k in enumerate(ANTECEDENT_SCORES)}
+    out = {k: np.full((L, H), np.nan) for k in ANTECEDENT_SCORES} if not rows else \
+        {k: np.mean([r[n] for r in rows], axis=0) for n, k in enumerate(ANTECEDENT_SCORES[:4])}
+    return out | {"attribute": attribute}
 
 
 def pronoun_probe(pattern, query_index: int,
@@ -213,7 +222,8 @@ def pronoun_probe(pattern, query_index: int,
     """Which head sends the pronoun's attention where: pattern [layer, head, q_pos, k_pos] (or
     [layer, 1, head, q_pos, k_pos]); one row per (layer, head) with the weight from
     ``query_index`` on each candidate (summed over its positions, e.g. every mention of "law"),
-    "elsewhere" (the rest) and "winner" (the candidate with the most weight).
+    "elsewhere" (the rest) and "winner": the candidate with the most weight, or "elsewhere" when
+    at least ``ELSEWHERE`` (90%) of the weight lands on other tokens (no candidate wins then).
 
         pronoun_probe(P, q, {"law": [2, 14], "application": [5, 17]})
     """
@@ -231,5 +241,5 @@ def pronoun_probe(pattern, query_index: int,
         df[name] = a[..., list(pos)].sum(-1).ravel()
     names = list(candidates)
     df["elsewhere"] = 1.0 - df[names].sum(axis=1)
-    df["winner"] = df[names].idxmax(axis=1)
+    df["winner"] = df[names].idxmax(axis=1).where(df["elsewhere"] < ELSEWHERE, "elsewhere")
     return df

@@ -4,22 +4,15 @@ of a head switch.
 """
 from __future__ import annotations
 
-import statistics
 import time
 
-from browser_helpers import chart_title, nav, rerun, select, settle
+from browser_helpers import chart_title, nav, report, rerun, select, settle
 from playwright.sync_api import expect
-
-
-def _pct(values: list[float]) -> tuple[float, float]:
-    values = sorted(values)
-    return statistics.median(values), values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
 
 
 def test_generate(page, open_page, timings) -> None:
     open_page(page, "/")
     sidebar = page.locator("[data-testid='stSidebar']")
-    link = page.locator("[data-testid='stSidebarNav'] a", has_text="Generate")
     firsts = []
     for i in range(4):
         if i:
@@ -27,7 +20,7 @@ def test_generate(page, open_page, timings) -> None:
             expect(page.locator(".js-plotly-plot")).to_have_count(0)
             settle(page)
         t0 = time.perf_counter()
-        link.click()
+        nav(page, "Generate")
         chart_title(page, "attention over the past")
         firsts.append(time.perf_counter() - t0)
         if i == 0:
@@ -68,8 +61,5 @@ def test_generate(page, open_page, timings) -> None:
     chart_title(page, "cross-attention over the source")
     page.set_viewport_size({"width": 1400, "height": 1900})  # the whole page in the screenshot
 
-    (f50, f95), (s50, s95) = _pct(firsts), _pct(switches)
-    timings.update(generate_first_render_p50_s=round(f50, 2), generate_first_render_p95_s=round(f95, 2),
-                   generate_head_switch_p50_s=round(s50, 2), generate_head_switch_p95_s=round(s95, 2))
-    print(f"\ngenerate first render: p50 {f50:.2f} s, p95 {f95:.2f} s (target <= 2 s); "
-          f"head switch: p50 {s50:.2f} s, p95 {s95:.2f} s (target <= 0.5 s)")
+    print(report(timings, "generate", firsts, switches) + " (targets: first render <= 2 s, head "
+          "switch <= 0.5 s)")

@@ -1,40 +1,18 @@
 """Findings page in a real browser: every section renders from the shipped zoo without errors;
 prints p50/p95 of the first render and of switching sections / controls."""
 import time
-from pathlib import Path
 
-from browser_helpers import nav, pct, rerun, settle
+from browser_helpers import SCREENSHOTS, click_radio, first_renders, report, rerun
 from playwright.sync_api import expect
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 SECTIONS = ["Induction heads", "Positional extrapolation", "Cross-attention", "All models",
             "The \"it\" heads"]
 
 
-def click_radio(page, option: str) -> float:
-    """Pick a radio option; seconds until the run it caused has finished."""
-    t0 = rerun(page, page.locator("[data-testid='stRadio'] label").filter(has_text=option).first.click)
-    return time.perf_counter() - t0
-
-
-def visit(page, link: str, heading: str, shows: str) -> float:
-    """Client-side navigation through the sidebar; seconds until ``shows`` is on screen and the
-    script run is done."""
-    t0 = time.perf_counter()
-    nav(page, link)
-    expect(page.get_by_role("heading", name=heading)).to_be_visible()
-    expect(page.get_by_text(shows).first).to_be_visible()
-    settle(page)
-    return time.perf_counter() - t0
-
-
 def test_findings_page(page, open_page, timings) -> None:
     open_page(page, "/")
-    firsts = []
-    for _ in range(4):  # the first one loads the zoo models and builds the coref task
-        firsts.append(visit(page, "Findings", "Findings", "Where does 'its' look? (live)"))
-        visit(page, "Home", "tfviz", "Guided tour")
-    firsts.append(visit(page, "Findings", "Findings", "Where does 'its' look? (live)"))
+    # the first one loads the zoo models and builds the coref task
+    firsts = first_renders(page, "Findings", 5, shows="Where does 'its' look? (live)")
     expect(page.locator("[data-testid='stMetricValue']").first).to_be_visible()
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -56,10 +34,5 @@ def test_findings_page(page, open_page, timings) -> None:
     live = time.perf_counter() - t0
     expect(page.get_by_text("Loss vs evaluation length (live)")).to_be_visible()
 
-    timings["findings_first_render_p50_s"] = pct(firsts, 50)
-    timings["findings_first_render_p95_s"] = pct(firsts, 95)
-    timings["findings_switch_p50_s"] = pct(switches, 50)
-    timings["findings_switch_p95_s"] = pct(switches, 95)
     timings["findings_extrapolation_live_s"] = round(live, 2)
-    print(f"\nfindings first render p50 {pct(firsts, 50)} s, p95 {pct(firsts, 95)} s; switching p50 "
-          f"{pct(switches, 50)} s, p95 {pct(switches, 95)} s; live extrapolation {live:.2f} s")
+    print(report(timings, "findings", firsts, switches) + f"; live extrapolation {live:.2f} s")

@@ -1,13 +1,9 @@
 """Positional encodings in a real browser: open it from the sidebar (a RoPE model: the RoPE view
 with a real recorded query), switch schemes and heads, play the rotation. Prints p50/p95."""
-import statistics
 import time
-from pathlib import Path
 
-from browser_helpers import chart_title, pct, select, settle, visit
+from browser_helpers import SCREENSHOTS, chart_title, report, settle, switch, visit
 from playwright.sync_api import expect
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 
 def test_positional_page(page, open_page, timings) -> None:
@@ -44,15 +40,6 @@ def test_positional_page(page, open_page, timings) -> None:
         if section == "Sinusoidal":
             page.screenshot(path=str(SCREENSHOTS / "positional_sinusoidal.png"))
     for head in ("1", "3"):
-        t0 = select(page, page, "head", head)
-        expect(page.get_by_text(f"head {head}, before rotation")).to_be_visible()
-        settle(page)
-        switches.append(time.perf_counter() - t0)
+        switches.append(switch(page, "Head", head, f"head {head}, before rotation"))
 
-    timings["positional_first_render_p50_s"] = pct(firsts, 50)
-    timings["positional_first_render_p95_s"] = pct(firsts, 95)
-    timings["positional_switch_p50_s"] = pct(switches, 50)
-    timings["positional_switch_p95_s"] = pct(switches, 95)
-    print(f"\npositional first render p50 {pct(firsts, 50)} s p95 {pct(firsts, 95)} s; "
-          f"switch scheme/head p50 {pct(switches, 50)} s p95 {pct(switches, 95)} s "
-          f"(mean {statistics.mean(switches):.2f} s)")
+    print(report(timings, "positional", firsts, switches))

@@ -8,19 +8,11 @@ charts (a new tab loads Plotly's script first; ui.figures.charts_later).
 from __future__ import annotations
 
 import re
-import statistics
 import time
-from pathlib import Path
 
-from browser_helpers import DEADLINE_MS, TRAINING_DEADLINE_MS, chart_title, nav, select, settle
+from browser_helpers import (DEADLINE_MS, SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title, nav, report,
+                             select, settle)
 from playwright.sync_api import expect
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-
-
-def _pct(values: list[float]) -> tuple[float, float]:
-    values = sorted(values)
-    return statistics.median(values), values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
 
 
 def test_train_then_open_in_explorer(page, open_page, timings) -> None:
@@ -114,12 +106,7 @@ def test_train_then_open_in_explorer(page, open_page, timings) -> None:
     expect(page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Model")) \
         .to_have_value(f"{name} (trained)")
 
-    (f50, f95), (s50, s95) = _pct(firsts), _pct(switches)
-    timings.update(train_first_render_p50_s=round(f50, 2), train_first_render_p95_s=round(f95, 2),
-                   train_replay_switch_p50_s=round(s50, 2), train_replay_switch_p95_s=round(s95, 2),
-                   train_60_induction_steps_s=round(trained_s, 1),
-                   train_reopen_runs_list_s=round(reopened_s, 2))
-    print(f"\ntrain first render: p50 {f50:.2f} s, p95 {f95:.2f} s (target <= 2 s); replay head "
-          f"switch: p50 {s50:.2f} s, p95 {s95:.2f} s (target <= 0.5 s); 60 induction steps "
-          f"(start -> done shown): {trained_s:.1f} s; reopened in a new tab: runs list after "
-          f"{reopened_s:.1f} s")
+    timings.update(train_60_induction_steps_s=round(trained_s, 1), train_reopen_runs_list_s=round(reopened_s, 2))
+    print(report(timings, "train", firsts, switches) + " (targets: first render <= 2 s, replay "
+          f"head switch <= 0.5 s); 60 induction steps (start -> done shown): {trained_s:.1f} s; "
+          f"reopened in a new tab: runs list after {reopened_s:.1f} s")

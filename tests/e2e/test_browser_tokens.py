@@ -1,15 +1,11 @@
 """Tokens & embeddings in a real browser: open it from the sidebar, type a new text and see the
 three tokenizations and the model's update. Prints p50/p95 of first render and of an edit."""
-import statistics
 import time
-from pathlib import Path
 
-from browser_helpers import pct, settle, visit
+from browser_helpers import SCREENSHOTS, report, settle, visit
 from playwright.sync_api import expect
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 TEXTS = ["the cat sees a dog.", "zebras 🦓 sing ünïcode!", "", "the dogs that the cat chases run."]
-
 
 
 def test_tokens_page(page, open_page, timings) -> None:
@@ -39,9 +35,4 @@ def test_tokens_page(page, open_page, timings) -> None:
     assert spans.count() == len(TEXTS[-1])  # one span per character
     page.get_by_text("Nearest neighbours in the trained embedding").scroll_into_view_if_needed()
 
-    timings["tokens_first_render_p50_s"] = pct(firsts, 50)
-    timings["tokens_first_render_p95_s"] = pct(firsts, 95)
-    timings["tokens_edit_p50_s"] = pct(edits, 50)
-    timings["tokens_edit_p95_s"] = pct(edits, 95)
-    print(f"\ntokens first render p50 {pct(firsts, 50)} s p95 {pct(firsts, 95)} s; "
-          f"edit text p50 {pct(edits, 50)} s p95 {pct(edits, 95)} s (mean {statistics.mean(edits):.2f} s)")
+    print(report(timings, "tokens", firsts, edits))

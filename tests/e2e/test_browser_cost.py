@@ -2,12 +2,9 @@
 re-renders quickly, and "Measure now" at tiny sizes (n = 256, 512; set with the keyboard on the
 sliders) shows the measured figures and the KV-cache table. Prints p50/p95 timings."""
 import time
-from pathlib import Path
 
-from browser_helpers import TRAINING_DEADLINE_MS, pct, rerun, settle, visit
+from browser_helpers import SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title, first_renders, report, rerun, settle
 from playwright.sync_api import expect
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 
 def slider_keys(page, label: str, *keys: str) -> None:
@@ -24,11 +21,7 @@ def charts(page) -> int:
 
 def test_cost_page(page, open_page, timings) -> None:
     open_page(page, "/")
-    firsts = []
-    for _ in range(3):
-        firsts.append(visit(page, "Cost", "Cost"))
-        visit(page, "Home", "tfviz")
-    firsts.append(visit(page, "Cost", "Cost"))
+    firsts = first_renders(page, "Cost", 4)
     expect(page.get_by_text("Honest windows.")).to_be_visible()
     expect(page.locator("[data-testid='stPlotlyChart']").first).to_be_visible()
     assert charts(page) == 2  # time + memory (reference) or FLOPs + memory (analytic)
@@ -38,6 +31,7 @@ def test_cost_page(page, open_page, timings) -> None:
         forward = page.get_by_role("radio", name="forward", exact=True).is_checked()
         other = page.get_by_text("forward + backward" if forward else "forward", exact=True)
         t0 = rerun(page, other.click)
+        chart_title(page, "(fwd+bwd" if forward else "(fwd)")  # the charts show the new pass
         switches.append(time.perf_counter() - t0)
     page.screenshot(path=str(SCREENSHOTS / "cost_before_measuring.png"))
 
@@ -60,10 +54,5 @@ def test_cost_page(page, open_page, timings) -> None:
     page.get_by_text("Without the cache every new token").scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / "cost_measured_speed.png"))
 
-    timings["cost_first_render_p50_s"] = pct(firsts, 50)
-    timings["cost_first_render_p95_s"] = pct(firsts, 95)
-    timings["cost_switch_pass_p50_s"] = pct(switches, 50)
-    timings["cost_switch_pass_p95_s"] = pct(switches, 95)
     timings["cost_measure_tiny_s"] = round(measured, 2)
-    print(f"\ncost first render p50 {pct(firsts, 50)} s p95 {pct(firsts, 95)} s; switch pass p50 "
-          f"{pct(switches, 50)} s p95 {pct(switches, 95)} s; measure (n 256-512) {measured:.1f} s")
+    print(report(timings, "cost", firsts, switches) + f"; measure (n 256-512) {measured:.1f} s")

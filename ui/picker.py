@@ -1,0 +1,77 @@
+"""The sidebar model picker every page that shows a model calls once (``current_model``).
+
+``st.session_state["model_path"]`` is the selection; any page may set it (e.g. "open the model I
+just trained"), and the picker shows it on the next run.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from .jobs import housekeeping
+from .models import LoadedModel, available_models, load_model
+from .teacher import teacher_panel
+from .uploads import upload_box
+
+DEFAULTED = "_model_default"  # the path the picker chose itself (nobody picked a model yet)
+
+
+def _picked() -> None:
+    st.session_state["model_path"] = st.session_state["model_select"]
+    st.session_state.pop(DEFAULTED, None)  # a choice, from now on kept on every page
+
+
+def _default(refs, prefer: str | None) -> str:
+    """The shipped model named ``prefer`` (e.g. "lm" where a model must generate), else the first."""
+    named = [r.path for r in refs if r.source == "shipped" and Path(r.path).stem == prefer]
+    return named[0] if named else refs[0].path
+
+
+def model_picker(sidebar: bool = True, prefer: str | None = None) -> LoadedModel | None:
+    """The shared model selector. Returns the chosen, loaded model, or None (with a message).
+    Until somebody picks a model (here, by an upload, or a page setting "model_path"), the
+    picker's own choice is ``prefer`` when it is shipped, else the first model listed."""
+    where = st.sidebar if sidebar else st
+    housekeeping()
+    upload_box(where)
+    refs = available_models()
+    if not refs:
+        where.info("No models yet: train one on the **Train** page or upload a checkpoint.")
+        return None
+    paths = [r.path for r in refs]
+    ss = st.session_state
+    current = ss.get("model_path")
+    if current is not None and current not in paths:
+        where.warning("The model you had selected is gone; showing another one.")
+        current = None
+    if current is None or (prefer and current == ss.get(DEFAULTED)):  # nobody chose it
+        current = ss[DEFAULTED] = _default(refs, prefer)
+    # Every run, not only when it differs: a widget's id includes the page, so on another page the
+    # box is a new widget that would open on its first option (and "model_path" followed it).
+    st.session_state["model_select"] = current
+    # on_change: a pick in this box becomes "model_path" before the next run's sync above, which
+    # would otherwise put the previous model back into the box (the pick never took effect)
+    choice = where.selectbox("Model", paths, format_func=lambda p: refs[paths.index(p)].label,
+                             key="model_select", on_change=_picked)
+    st.session_state["model_path"] = choice
+    ref = refs[paths.index(choice)]
+    try:
+        loaded = load_model(ref)
+    except ValueError as e:
+        where.error(f"Could not load {ref.label}: {e}")
+        return None
+    teacher_panel(where, ref)
+    return loaded
+
+
+def current_model(required: bool = True, prefer: str | None = None) -> LoadedModel | None:
+    """Render the sidebar picker and return the picked model. With ``required``, a page without a
+    model shows a hint and stops there; ``prefer``: the shipped model this page opens on while
+    nobody has picked one (``model_picker``). The page works however it was reached (app.py's
+    navigation, or a bookmarked URL)."""
+    loaded = model_picker(prefer=prefer)
+    if loaded is None and required:
+        st.info("Pick a model in the sidebar (or train one on the **Train** page) to see this page.")
+        st.stop()
+    return loaded

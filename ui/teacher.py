@@ -1,0 +1,85 @@
+"""The teacher's sidebar panel (only when ``TFVIZ_TEACHER_KEY`` is set): unlock it with the key,
+then publish the selected trained/uploaded model to every session (``tfviz.publish``), or
+withdraw a published one. The key's rules (a minimum length, one check per second server-wide,
+failures logged) are ``tfviz.classroom.teacher.TeacherKey``'s; this is the glue."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from .models import SOURCE, ModelRef, published_dir
+from .session import session_id
+
+
+@st.cache_resource(max_entries=2)
+def _gate(key: str):
+    """The server's one turnstile for this key (every session's checks take turns at it)."""
+    from tfviz.classroom.teacher import TeacherKey
+
+    return TeacherKey(key)
+
+
+def gate():
+    return _gate(os.environ.get("TFVIZ_TEACHER_KEY", ""))
+
+
+def _check_teacher_key() -> None:
+    """on_change of the key box: checked once per entry, then the box is cleared (the key is not
+    kept in session state)."""
+    from tfviz.classroom.teacher import TooManyAttempts
+
+    given = st.session_state.get("teacher_key", "") or ""
+    st.session_state["teacher_key"] = ""
+    if not given:
+        return
+    try:
+        ok = gate().check(given, who=session_id())
+    except TooManyAttempts as e:
+        st.session_state["_teacher_wrong"] = f"{e}."
+        return
+    if ok:
+        st.session_state["teacher"] = True
+        st.session_state.pop("_teacher_wrong", None)
+    else:
+        st.session_state["_teacher_wrong"] = "Wrong teacher key."
+
+
+def _publish(ref: ModelRef) -> None:
+    from tfviz.publish import publish
+
+    try:
+        out = publish(ref.path, published_dir(), name=Path(ref.path).stem)
+    except ValueError as e:
+        st.error(f"Not published: {e}")
+    else:
+        st.success(f"Published as **{out.stem}**: every student's model picker lists it now "
+                   "(as *published*).")
+
+
+def teacher_panel(where, ref: ModelRef) -> None:
+    if not os.environ.get("TFVIZ_TEACHER_KEY"):
+        return
+    from tfviz.publish import unpublish
+
+    with where.expander("Teacher", icon=":material/school:"):
+        if gate().problem:
+            st.warning(f"The Teacher panel is off: {gate().problem}.")
+        elif not st.session_state.get("teacher"):
+            st.text_input("Teacher key", type="password", key="teacher_key", on_change=_check_teacher_key,
+                          help="Set by whoever started the server (TFVIZ_TEACHER_KEY).")
+            if st.session_state.get("_teacher_wrong"):
+                st.error(st.session_state["_teacher_wrong"])
+        elif SOURCE[ref.source].private:
+            if st.button("Publish this model to the class", key="teacher_publish",
+                         icon=":material/campaign:"):
+                _publish(ref)
+        elif ref.source == "published":
+            if st.button("Withdraw from the class", key="teacher_unpublish", icon=":material/undo:"):
+                unpublish(ref.path, published_dir())
+                st.session_state["model_path"] = None
+                st.rerun()
+        else:
+            st.caption("Shipped models are already visible to everyone. Select a model you trained "
+                       "or uploaded to publish it.")
