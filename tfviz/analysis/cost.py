@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 
+from ..model.families import lacks
+
 KERNELS = ("explicit", "fused", "masked")
 
 
@@ -92,7 +94,7 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, pos: int, batch:
 
 def training_bytes(n_params: int, n_layers: int, d_model: int, d_ff: int, n_heads: int,
                    vocab_size: int, batch: int, pos: int, src_pos: int = 0, cross: bool = False,
-                   dtype_bytes: int = 4) -> dict[str, int]:
+                   dtype_bytes: int = 4, extra_per_token: int = 0) -> dict[str, int]:
     """Memory one training step needs, on paper (float32, AdamW), split into its parts:
 
         weights      P · b                        (P parameters)
@@ -105,6 +107,7 @@ def training_bytes(n_params: int, n_layers: int, d_model: int, d_ff: int, n_head
                                                    before/after the activation; one row of
                                                    scores); a_dec = 1.5 a with cross-attention;
                      4 · V per token for the logits, their float copy, softmax and gradient
+                     (+ ``extra_per_token`` floats per decoder token kept outside the layers)
 
     Calibrated against the peak resident memory of real steps on the CPU (d_model 128-512, 2-4
     layers, 32-1024 positions, vocab 100-5000): the estimate was 1.15-1.3x the measured growth,
@@ -114,11 +117,27 @@ def training_bytes(n_params: int, n_layers: int, d_model: int, d_ff: int, n_head
     per_token = 16 * d_model + 2 * d_ff + n_heads * pos
     acts = pos * n_layers * per_token * (1.5 if cross else 1.0)
     acts += src_pos * n_layers * (16 * d_model + 2 * d_ff + n_heads * src_pos)
-    acts += pos * 4 * vocab_size
+    acts += pos * (4 * vocab_size + extra_per_token)
     out = {"weights": n_params * b, "gradients": n_params * b, "optimizer": 3 * n_params * b,
            "activations": int(b * batch * acts)}
     out["total"] = sum(out.values())
     return out
+
+
+def recurrent_training_bytes(config, n_params: int, batch: int, pos: int) -> dict[str, int]:
+    """``training_bytes`` of a recurrent model (``tfviz.model.recurrent``): a layer keeps at most
+    16 · max(d_model, d_hidden) floats per token (an LSTM's four gates, c_t, tanh(c_t), h_t and
+    their inputs; an RNN or GRU fewer), no attention scores; an encoder-decoder's encoder reads
+    ``pos`` source tokens too, and additive attention keeps, per decoder token, the
+    [src_pos, d_attn] tanh input and output and its scores: 2 · src_pos · d_attn + 2 · src_pos.
+    Checked against the peak resident memory of real LSTM steps (``tests/test_recurrent.py``)."""
+    c = config
+    enc_dec = c.arch == "encoder-decoder"
+    src = pos if enc_dec else 0
+    extra = 2 * src * (c.d_attn + 1) if c.attention == "additive" else 0
+    return training_bytes(n_params, n_layers=c.n_layers, d_model=max(c.d_model, c.d_hidden), d_ff=0,
+                          n_heads=0, vocab_size=c.vocab_size, batch=batch, pos=pos, src_pos=src,
+                          extra_per_token=extra)
 
 
 def scaling_exponent(n_small: int, value_small: float, n_large: int, value_large: float) -> float:
@@ -134,8 +153,16 @@ def train_flops_per_token(model, seq_len: int) -> float:
     embedding unless it doubles as the unembedding); 6 = 2 (multiply-add) × 3 (forward, and a
     backward twice as costly). 12·L·H·d_head·T: the attention scores and weighted values of a
     length-T sequence, counted in full (no causal halving), as in the reference formula. Used for
-    MFU only: the same formula for tfviz and the reference it is compared with."""
+    MFU only: the same formula for tfviz and the reference it is compared with.
+
+    A recurrent model (``tfviz.model.recurrent``): 6·N, N every weight but the token embedding (a
+    cell uses each of its weights once per token), plus with additive attention
+    6·T·(d_attn + d_hidden) per decoder token (a score and a weighted sum over T source states)."""
     cfg = model.config
+    if lacks(model, "self_attention"):
+        n = sum(p.numel() for p in model.parameters()) - model.embed.weight.numel()
+        attend = 0 if lacks(model, "cross_attention") else 6.0 * seq_len * (cfg.d_attn + cfg.d_hidden)
+        return 6.0 * n + attend
     skip = set()
     for name, module in model.named_modules():
         if name.endswith("pos.table"):
