@@ -28,8 +28,10 @@ state: every layer's h, and c for an LSTM, taken at each row's last real source 
                               s_i = cell([embed(y_{i-1}); c_i], s_{i-1})
                               logits_i = W_out [s_i; c_i]
 
-Padding (``pad_id``, or ``padding_mask``) must come at the end of a row: a recurrent network reads
-every token in order, so a pad in the middle would be read as a token.
+Padding: a source (``pad_id``, or ``padding_mask``) may be padded only at the end of a row — a
+recurrent network reads every token in order, so a pad in the middle would be read as a token;
+the encoder stops at each row's last real token. A decoder reads left to right, so padding at
+the end changes nothing before it, and a decoder needs no padding mask at all.
 
 Recorded names (``HOOK_SHAPES``; an encoder-decoder's are prefixed ``encoder.`` / ``decoder.``):
     hook_embed                            [batch, pos, d_model]    token embeddings
@@ -358,8 +360,8 @@ class RecurrentModel(nn.Module):
 
     def prepare(self, *inputs: torch.Tensor, padding_mask: torch.Tensor | None = None,
                 cache: RecurrentCache | None = None) -> tuple[torch.Tensor | None, ...]:
-        """Check the inputs and find the padding -> ``pads`` for ``forward``: (tokens' pads,) for a
-        decoder, (src pads, None) for an encoder-decoder, each [batch, pos] bool or None."""
+        """Check the inputs and find the source's padding -> ``pads`` for ``forward``: (None,) for
+        a decoder, (src pads [batch, src_pos] bool or None, None) for an encoder-decoder."""
         cfg = self.config
         if cfg.arch == "encoder-decoder":
             if len(inputs) != 2:
@@ -375,7 +377,7 @@ class RecurrentModel(nn.Module):
         if len(inputs) != 1:
             raise ValueError(f"a {cfg.arch} model takes one input, model(tokens); got {len(inputs)}")
         check_tokens(cfg, inputs[0], "tokens")
-        return (self._pads(inputs[0], padding_mask, "tokens"),)
+        return (None,)  # reading left to right, padding at the end changes nothing before it
 
     # ------------------------------------------------------------------ forward
     def forward(self, *inputs: torch.Tensor, padding_mask: torch.Tensor | None = None,
