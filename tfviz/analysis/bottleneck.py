@@ -29,17 +29,24 @@ from ..tasks.common import ExampleSet, token_evaluate
 
 
 def fresh_at_length(task, length: int, n: int, seed: int):
-    """The task's generator with every source ``length`` symbols long, drawn with ``seed``, minus
-    any source the training split holds -> an ``ExampleSet`` of those fresh examples (at most
-    ``n``; fewer where the length allows fewer distinct sources)."""
+    """The task's generator (copy / reverse / sort, either arch) with every source ``length``
+    symbols long, drawn with ``seed``, minus any source the training split holds -> an
+    ``ExampleSet`` of those fresh examples (at most ``n``; fewer where the length allows fewer
+    distinct sources, none where training saw them all)."""
     n_sym = int(task.params["n_symbols"])
     possible = n_sym ** length
-    want = min(n, max(possible - len(task.examples("train")), 0))
+    seen = {ex.meta["source"] for ex in task.examples("train")}  # "3 0 2": the source's symbols
+    seen_here = sum(len(s.split()) == length for s in seen)
+    want = min(n, max(possible - seen_here, 0))
+    if possible < 3 or not want:
+        return ExampleSet(task.tokenizer, [], f"{task.name} (length {length})")
+    # every source of this length not trained on, drawn in all three splits of a task whose
+    # train and validation splits hold one source each (the smallest a task has)
     spec = {**task.spec(), "seed": seed, "min_len": length, "max_len": length,
-            "n_train": 0, "n_val": 0, "n_test": min(possible, want + len(task.examples("train")))}
-    seen = {tuple(ex.src if ex.src is not None else ex.tokens) for ex in task.examples("train")}
-    keep = [ex for ex in make_task(spec).examples("test")
-            if tuple(ex.src if ex.src is not None else ex.tokens) not in seen][:n]
+            "n_train": 1, "n_val": 1, "n_test": min(possible, want + seen_here) - 2}
+    built = make_task(spec)
+    keep = [ex for split in ("test", "validation", "train") for ex in built.examples(split)
+            if ex.meta["source"] not in seen][:n]
     return ExampleSet(task.tokenizer, keep, f"{task.name} (length {length})")
 
 

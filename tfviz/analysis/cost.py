@@ -94,7 +94,7 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, pos: int, batch:
 
 def training_bytes(n_params: int, n_layers: int, d_model: int, d_ff: int, n_heads: int,
                    vocab_size: int, batch: int, pos: int, src_pos: int = 0, cross: bool = False,
-                   dtype_bytes: int = 4, extra_per_token: int = 0) -> dict[str, int]:
+                   dtype_bytes: int = 4) -> dict[str, int]:
     """Memory one training step needs, on paper (float32, AdamW), split into its parts:
 
         weights      P · b                        (P parameters)
@@ -107,7 +107,6 @@ def training_bytes(n_params: int, n_layers: int, d_model: int, d_ff: int, n_head
                                                    before/after the activation; one row of
                                                    scores); a_dec = 1.5 a with cross-attention;
                      4 · V per token for the logits, their float copy, softmax and gradient
-                     (+ ``extra_per_token`` floats per decoder token kept outside the layers)
 
     Calibrated against the peak resident memory of real steps on the CPU (d_model 128-512, 2-4
     layers, 32-1024 positions, vocab 100-5000): the estimate was 1.15-1.3x the measured growth,
@@ -117,27 +116,41 @@ def training_bytes(n_params: int, n_layers: int, d_model: int, d_ff: int, n_head
     per_token = 16 * d_model + 2 * d_ff + n_heads * pos
     acts = pos * n_layers * per_token * (1.5 if cross else 1.0)
     acts += src_pos * n_layers * (16 * d_model + 2 * d_ff + n_heads * src_pos)
-    acts += pos * (4 * vocab_size + extra_per_token)
+    acts += pos * 4 * vocab_size
     out = {"weights": n_params * b, "gradients": n_params * b, "optimizer": 3 * n_params * b,
            "activations": int(b * batch * acts)}
     out["total"] = sum(out.values())
     return out
 
 
-def recurrent_training_bytes(config, n_params: int, batch: int, pos: int) -> dict[str, int]:
-    """``training_bytes`` of a recurrent model (``tfviz.model.recurrent``): a layer keeps at most
-    16 · max(d_model, d_hidden) floats per token (an LSTM's four gates, c_t, tanh(c_t), h_t and
-    their inputs; an RNN or GRU fewer), no attention scores; an encoder-decoder's encoder reads
-    ``pos`` source tokens too, and additive attention keeps, per decoder token, the
-    [src_pos, d_attn] tanh input and output and its scores: 2 · src_pos · d_attn + 2 · src_pos.
-    Checked against the peak resident memory of real LSTM steps (``tests/test_recurrent.py``)."""
-    c = config
-    enc_dec = c.arch == "encoder-decoder"
-    src = pos if enc_dec else 0
-    extra = 2 * src * (c.d_attn + 1) if c.attention == "additive" else 0
-    return training_bytes(n_params, n_layers=c.n_layers, d_model=max(c.d_model, c.d_hidden), d_ff=0,
-                          n_heads=0, vocab_size=c.vocab_size, batch=batch, pos=pos, src_pos=src,
-                          extra_per_token=extra)
+# Floats a recurrent layer keeps per token for the backward, per hidden unit (torch's CPU kernels):
+# an LSTM's input and hidden gate pre-activations (4 + 4), c_t, tanh(c_t), h_t and the layer's input;
+# a GRU's three gates twice, n, h; a tanh RNN's pre-activation and h. Rounded up from the peak
+# resident memory of real steps (d 256, 2 layers, batch 256, 30 positions: about 20, 14 and 9).
+RECURRENT_FLOATS = {"lstm": 32, "gru": 24, "rnn": 12}
+
+
+def recurrent_training_bytes(config, n_params: int, batch: int, pos: int,
+                             dtype_bytes: int = 4) -> dict[str, int]:
+    """``training_bytes`` of a recurrent model (``tfviz.model.recurrent``), split the same way:
+
+        activations  b · B · [ (pos + src_pos) · L · k · max(d_model, d_hidden)
+                               + pos · (4 · V + 2 · src_pos · (d_attn + 1)) ]
+
+    k = ``RECURRENT_FLOATS[cell]``; src_pos = pos for an encoder-decoder (its encoder reads the
+    source), else 0; the last term only with additive attention (per decoder token, the
+    [src_pos, d_attn] tanh input and output, and the scores). No attention scores otherwise.
+    Checked against the peak resident memory of real steps (``tests/test_recurrent.py``)."""
+    c, b = config, dtype_bytes
+    src = pos if c.arch == "encoder-decoder" else 0
+    acts = (pos + src) * c.n_layers * RECURRENT_FLOATS[c.cell] * max(c.d_model, c.d_hidden)
+    acts += pos * 4 * c.vocab_size
+    if c.attention == "additive":
+        acts += pos * 2 * src * (c.d_attn + 1)
+    out = {"weights": n_params * b, "gradients": n_params * b, "optimizer": 3 * n_params * b,
+           "activations": int(b * batch * acts)}
+    out["total"] = sum(out.values())
+    return out
 
 
 def scaling_exponent(n_small: int, value_small: float, n_large: int, value_large: float) -> float:

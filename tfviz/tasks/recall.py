@@ -35,16 +35,20 @@ class RecallTask(GeneratedTask):
     metric = "share of sequences whose key symbol is predicted at [SEP]"
     defaults = dict(n_keys=8, n_fillers=16, min_distance=1, max_distance=32, min_prefix=0,
                     max_prefix=0, n_train=10000, n_val=500, n_test=500)
+    limits = dict(n_keys=(2, len(KEYS)), n_fillers=(1, len(FILLERS)), min_distance=(0, 4096),
+                  max_distance=(0, 4096), min_prefix=(0, 4096), max_prefix=(0, 4096))
+
+    def check_params(self, p) -> None:
+        if p["min_distance"] > p["max_distance"] or p["min_prefix"] > p["max_prefix"]:
+            raise ValueError(f"task {self.name!r}: need min_distance <= max_distance and "
+                             "min_prefix <= max_prefix")
+        self.check_tokens(p["max_prefix"] + p["max_distance"] + 3)
 
     def _build(self):
         p = self.params
         n_keys, n_fill = int(p["n_keys"]), int(p["n_fillers"])
         lo, hi = int(p["min_distance"]), int(p["max_distance"])
         pre_lo, pre_hi = int(p["min_prefix"]), int(p["max_prefix"])
-        if not 2 <= n_keys <= len(KEYS) or not 1 <= n_fill <= len(FILLERS):
-            raise ValueError(f"need 2 <= n_keys <= {len(KEYS)} and 1 <= n_fillers <= {len(FILLERS)}")
-        if not 0 <= lo <= hi or not 0 <= pre_lo <= pre_hi:
-            raise ValueError("need 0 <= min_distance <= max_distance and 0 <= min_prefix <= max_prefix")
         keys, fillers = list(KEYS[:n_keys]), list(FILLERS[:n_fill])
         tok = vocab_tokenizer(keys + fillers)
         key_ids = [tok.token_to_id(k) for k in keys]
@@ -71,10 +75,13 @@ class RecallTask(GeneratedTask):
     def at_distance(self, distance: int, seed: int, n: int = 256) -> "RecallTask":
         """The same task (symbols, prefix) with every example at ``distance`` fillers, drawn with
         another ``seed``: fresh sequences for measuring accuracy at one distance (its test split
-        holds ``n`` examples, or every possible sequence where there are fewer)."""
+        holds ``n`` examples, or every possible sequence but the two its one-example train and
+        validation splits take where there are fewer)."""
         p = self.params
         f = int(p["n_fillers"])
         possible = int(p["n_keys"]) * f ** distance * sum(
             f ** k for k in range(int(p["min_prefix"]), int(p["max_prefix"]) + 1))
+        if possible < 3:
+            raise ValueError(f"only {possible} recall sequences have distance {distance}: too few to measure")
         return RecallTask(seed, **{**p, "min_distance": distance, "max_distance": distance,
-                                   "n_train": 0, "n_val": 0, "n_test": min(n, possible)})
+                                   "n_train": 1, "n_val": 1, "n_test": min(n, possible - 2)})
