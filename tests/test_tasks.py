@@ -40,7 +40,8 @@ def words(tok, ids):
 def test_defaults_just_work():
     task = make_task("copy")
     assert task.arch == "encoder-decoder" and len(task.examples("train")) == 5000
-    assert set(TASKS) == {"lm", "coref", "induction", "copy", "reverse", "sort", "translate", "mlm"}
+    assert set(TASKS) == {"lm", "coref", "induction", "copy", "reverse", "sort", "translate", "mlm",
+                          "recall"}
     for cls in TASKS.values():
         assert cls.archs and cls.metric and cls.name
 

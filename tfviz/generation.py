@@ -5,7 +5,8 @@
     gen.patterns[t][name]       step t's attention row [head, k_pos] (self-attention: k_pos = 0..p_t,
                                 the query's own position p_t included; cross-attention: the source)
     gen.cache_nbytes[t]         bytes of the self-attention KV cache after step t
-                                (``tfviz.analysis.cost.kv_cache_bytes`` of its positions)
+                                (``tfviz.analysis.cost.kv_cache_bytes`` of its positions); for a
+                                recurrent model, its state (the same at every step)
 
 Step 0 feeds the whole prompt (the cache fills with its keys/values; the row kept is the last
 prompt position's); every later step feeds only the newest token, whose query attends over the
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 
 from .model import Transformer, hook_name
+from .model.families import family_of, lacks
 from .model.decoding import check_generation, decode
 from .recording import record
 
@@ -55,8 +57,11 @@ class Generation:
 
 def pattern_names(model: Transformer) -> list[str]:
     """The attention patterns a generating query has: decoder self-attention (and cross-attention
-    for an encoder-decoder), per layer. Encoder self-attention runs once, not per token."""
+    for an encoder-decoder), per layer. Encoder self-attention runs once, not per token. A
+    recurrent model has only its additive attention over the source, if any."""
     cfg = model.config
+    if lacks(model, "self_attention"):
+        return [n for n in model.hook_points() if n.endswith("cross_attn.hook_pattern")]
     if cfg.arch == "encoder-decoder":
         return [hook_name(l, f"{kind}.hook_pattern", "decoder") for l in range(cfg.n_layers)
                 for kind in ("attn", "cross_attn")]
@@ -84,8 +89,7 @@ def generate_with_attention(model: Transformer, prompt_ids, n: int, temperature:
     ``torch.Generator`` seeded by ``seed``. Stops early after ``eos_id``. Raises ``ValueError``
     with a readable reason (encoder model, missing src, learned positions too short, ...): the
     same checks, sampler and loop as ``Transformer.generate`` (``tfviz.model.decoding``)."""
-    if not isinstance(model, Transformer):
-        raise ValueError(f"generation needs a tfviz.Transformer, not {type(model).__name__}")
+    family_of(model)  # a Transformer or a recurrent model (ValueError for anything else)
     prompt = _as_ids(prompt_ids, "the prompt")
     src_t = None if src is None else _as_ids(src, "the source text")
     check_generation(model.config, prompt.shape[1], n, temperature, top_k, src_t is not None)

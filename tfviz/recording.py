@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from .model import Transformer
+from .model.families import family_of, lacks
 from .model.hooks import layer_template, shape_of, stack_layers
 
 Names = Iterable[str] | Callable[[str], bool] | None
@@ -111,7 +112,7 @@ def _select(points: dict, names: Names) -> list[str]:
     return names
 
 
-def record(model: Transformer, *inputs: torch.Tensor, names: Names = None, device: str | None = "cpu",
+def record(model, *inputs: torch.Tensor, names: Names = None, device: str | None = "cpu",
            **forward_kwargs) -> Recording:
     """Run ``model(*inputs, **forward_kwargs)`` once in eval mode without gradients and return the
     requested activations, detached.
@@ -120,8 +121,7 @@ def record(model: Transformer, *inputs: torch.Tensor, names: Names = None, devic
     during the forward (no per-point host copy or sync) and go to the host afterwards as
     asynchronous copies into pinned memory with one sync at the end; ``device=None`` keeps them
     where the model computed them."""
-    if not isinstance(model, Transformer):
-        raise ValueError(f"record() needs a tfviz.Transformer, not {type(model).__name__}")
+    family_of(model)  # a Transformer or a recurrent model (ValueError for anything else)
     points = model.hook_points()
     selected = _select(points, names)
     store: dict[str, torch.Tensor] = {}
@@ -159,7 +159,10 @@ def positional_tables(model: Transformer, n: int | None = None) -> dict[str, tor
     """Input-independent tables of the model's positional scheme, for ``n`` positions
     (default max_len): sinusoidal [pos, d_model], learned [max_len, d_model], rope_freqs [d_head/2],
     rope_angles [pos, d_head/2], alibi_slopes [head], alibi_bias / t5_bias [head, q_pos, k_pos],
-    t5_buckets [q_pos, k_pos]. Encoder-decoder names are prefixed "encoder." / "decoder."."""
+    t5_buckets [q_pos, k_pos]. Encoder-decoder names are prefixed "encoder." / "decoder.". A model
+without positional encodings (a recurrent one) has none: {}."""
+    if lacks(model, "positions"):  # a recurrent model: order is the order of its steps
+        return {}
     n = model.config.max_len if n is None else n
     out = {}
     with torch.no_grad():

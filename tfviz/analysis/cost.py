@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import math
 
+from ..model.families import lacks
+
 KERNELS = ("explicit", "fused", "masked")
 
 
@@ -138,6 +140,36 @@ def training_bytes(n_params: int, n_layers: int, d_model: int, d_ff: int, n_head
     return out
 
 
+# Floats a recurrent layer keeps per token for the backward, per hidden unit (torch's CPU kernels):
+# an LSTM's input and hidden gate pre-activations (4 + 4), c_t, tanh(c_t), h_t and the layer's input;
+# a GRU's three gates twice, n, h; a tanh RNN's pre-activation and h. Rounded up from the peak
+# resident memory of real steps (d 256, 2 layers, batch 256, 30 positions: about 20, 14 and 9).
+RECURRENT_FLOATS = {"lstm": 32, "gru": 24, "rnn": 12}
+
+
+def recurrent_training_bytes(config, n_params: int, batch: int, pos: int,
+                             dtype_bytes: int = 4) -> dict[str, int]:
+    """``training_bytes`` of a recurrent model (``tfviz.model.recurrent``), split the same way:
+
+        activations  b · B · [ (pos + src_pos) · L · k · max(d_model, d_hidden)
+                               + pos · (4 · V + 2 · src_pos · (d_attn + 1)) ]
+
+    k = ``RECURRENT_FLOATS[cell]``; src_pos = pos for an encoder-decoder (its encoder reads the
+    source), else 0; the last term only with additive attention (per decoder token, the
+    [src_pos, d_attn] tanh input and output, and the scores). No attention scores otherwise.
+    Checked against the peak resident memory of real steps (``tests/test_recurrent.py``)."""
+    c, b = config, dtype_bytes
+    src = pos if c.arch == "encoder-decoder" else 0
+    acts = (pos + src) * c.n_layers * RECURRENT_FLOATS[c.cell] * max(c.d_model, c.d_hidden)
+    acts += pos * 4 * c.vocab_size
+    if c.attention == "additive":
+        acts += pos * 2 * src * (c.d_attn + 1)
+    out = {"weights": n_params * b, "gradients": n_params * b, "optimizer": 3 * n_params * b,
+           "activations": int(b * batch * acts)}
+    out["total"] = sum(out.values())
+    return out
+
+
 def scaling_exponent(n_small: int, value_small: float, n_large: int, value_large: float) -> float:
     """Slope on a log-log plot: log(v2/v1) / log(n2/n1) — 1 for linear, 2 for quadratic."""
     return math.log(value_large / value_small) / math.log(n_large / n_small)
@@ -151,8 +183,16 @@ def train_flops_per_token(model, seq_len: int) -> float:
     embedding unless it doubles as the unembedding); 6 = 2 (multiply-add) × 3 (forward, and a
     backward twice as costly). 12·L·H·d_head·T: the attention scores and weighted values of a
     length-T sequence, counted in full (no causal halving), as in the reference formula. Used for
-    MFU only: the same formula for tfviz and the reference it is compared with."""
+    MFU only: the same formula for tfviz and the reference it is compared with.
+
+    A recurrent model (``tfviz.model.recurrent``): 6·N, N every weight but the token embedding (a
+    cell uses each of its weights once per token), plus with additive attention
+    6·T·(d_attn + d_hidden) per decoder token (a score and a weighted sum over T source states)."""
     cfg = model.config
+    if lacks(model, "self_attention"):
+        n = sum(p.numel() for p in model.parameters()) - model.embed.weight.numel()
+        attend = 0 if lacks(model, "cross_attention") else 6.0 * seq_len * (cfg.d_attn + cfg.d_hidden)
+        return 6.0 * n + attend
     skip = set()
     for name, module in model.named_modules():
         if name.endswith("pos.table"):

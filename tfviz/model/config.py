@@ -45,15 +45,25 @@ class VersionedConfig:
 
     FORMAT_VERSION: ClassVar[int] = 1
     WHAT: ClassVar[str] = "config"  # how messages name it
+    # A model config's family (``tfviz.model.families``), written into ``to_dict`` so a checkpoint
+    # says which network to build; None for other configs (TrainConfig). A dict without it is a
+    # transformer's (every checkpoint written before recurrent models existed).
+    FAMILY: ClassVar[str | None] = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format_version": self.FORMAT_VERSION, **dataclasses.asdict(self)}
+        family = {"family": self.FAMILY} if self.FAMILY else {}
+        return {"format_version": self.FORMAT_VERSION, **family, **dataclasses.asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
         if not isinstance(data, dict):
             raise ValueError(f"a {cls.WHAT} must be a JSON object, not {type(data).__name__}")
         data = dict(data)
+        if cls.FAMILY is not None:
+            family = data.pop("family", "transformer")
+            if family != cls.FAMILY:
+                raise ValueError(f"this is a {family!r} model config, not a {cls.FAMILY!r} one "
+                                 "(tfviz.model.families.config_from_dict reads any family)")
         version = data.pop("format_version", cls.FORMAT_VERSION)
         if version != cls.FORMAT_VERSION:
             raise ValueError(f"{cls.WHAT} format_version={version!r} is not supported "
@@ -128,6 +138,7 @@ class ModelConfig(VersionedConfig):
 
     FORMAT_VERSION: ClassVar[int] = CONFIG_FORMAT_VERSION
     WHAT: ClassVar[str] = "model config"
+    FAMILY: ClassVar[str] = "transformer"
 
     def __post_init__(self) -> None:
         # Fill derived defaults first, then validate every field.
@@ -215,3 +226,29 @@ class ModelConfig(VersionedConfig):
     def max_positions(self) -> int | None:
         """The longest sequence this model can run on (None = any length; learned: max_len)."""
         return self.scheme.max_positions(self)
+
+    # ------------------------------------------------------------------ what it is, what it has
+    def min_parameters(self) -> int:
+        """A lower bound on the parameter count: every layer holds at least its attention output
+        projection (d_model x d_model) and the model its token embedding (vocab x d_model)."""
+        return self.n_layers * self.d_model ** 2 + self.vocab_size * self.d_model
+
+    def summary(self) -> str:
+        """One line for cards and ``python -m tfviz info``."""
+        return (f"transformer {self.arch}, {self.n_layers} layers, {self.n_heads} heads "
+                f"({self.n_kv_heads} kv), d_model {self.d_model}, d_ff {self.d_ff}, pos {self.pos}, "
+                f"norm {self.norm}{', attention-only' if self.attn_only else ''}")
+
+    def lacks(self, view: str) -> str | None:
+        """Why a view (``tfviz.model.families.VIEWS``) does not apply to this model, or None when it
+        does. Pages show the sentence instead of the view."""
+        if view == "cross_attention" and self.arch != "encoder-decoder":
+            return (f"only an encoder-decoder has cross-attention (decoder queries over the source); "
+                    f"this is a {self.arch}")
+        if view == "kv_cache" and self.arch == "encoder":
+            return "an encoder reads the whole input at once in both directions: it generates nothing, so it caches nothing"
+        if view == "hidden_state":
+            return ("a transformer carries no recurrent hidden state from token to token: every "
+                    "position has its own residual stream (blocks.{l}.hook_resid_post), and attention "
+                    "reads any earlier position directly")
+        return None

@@ -95,3 +95,18 @@ def decode(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tenso
         yield Step(logits, nxt, out, cache, finished)
         if finished:
             return
+
+
+@torch.no_grad()
+def generate(model, prompt: torch.Tensor, max_new_tokens: int, **kw) -> torch.Tensor:
+    """``model.generate``: every ``decode`` step in eval mode without gradients (the model's mode
+    restored) -> prompt + new tokens [batch, pos + new]. The model has checked ``prompt``."""
+    was_training = model.training
+    model.eval()
+    try:
+        out = prompt
+        for step in decode(model, prompt, max_new_tokens, **kw):
+            out = step.ids
+        return out
+    finally:
+        model.train(was_training)

@@ -54,6 +54,12 @@ HOOK_SHAPES: dict[str, str] = {
     "attn.hook_out": "[batch, pos, d_model]  attention output after W_o",
     "ln_final.hook_normalized": "[batch, pos, d_model]  the final norm's output (pre-norm models)",
     "head_transform.ln.hook_normalized": "[batch, pos, d_model]  the mlm head's norm output (BERT)",
+    # recurrent models (tfviz.model.recurrent): per layer; their encoder-decoder's additive
+    # attention is ``decoder.cross_attn.hook_attn_scores / hook_pattern`` (shapes as above, head = 1)
+    # and ``hook_context``: one per model, so no layer in the name
+    "hook_hidden": "[batch, pos, d_hidden]  a recurrent layer's hidden state h_t after reading token t",
+    "hook_cell": "[batch, pos, d_hidden]  an LSTM layer's memory cell c_t after reading token t (LSTM only)",
+    "attn.hook_context": "[batch, pos, d_hidden]  additive attention's context c_i = sum_j a_ij h_j (per decoder position)",
 }
 
 
@@ -101,9 +107,13 @@ def parse_hook_name(name: str) -> HookName:
 
 def stack_layers(tensors: Mapping, template: str):
     """Stack a per-layer name over layers 0, 1, ... (while present) -> [layer, ...]: torch tensors
-    with ``torch.stack``, anything else as numpy arrays. KeyError when layer 0 is missing."""
+    with ``torch.stack``, anything else as numpy arrays. KeyError when layer 0 is missing. A name
+    without ``{l}`` (a point that is not per layer, e.g. a recurrent encoder-decoder's
+    ``decoder.cross_attn.hook_pattern``) stacks to a layer axis of 1."""
     out, layer = [], 0
-    while template.format(l=layer) in tensors:
+    if "{l}" not in template:
+        out = [tensors[template]] if template in tensors else []
+    while "{l}" in template and template.format(l=layer) in tensors:
         out.append(tensors[template.format(l=layer)])
         layer += 1
     if not out:
@@ -148,3 +158,17 @@ class HookPoint(nn.Module):
         if self.sink is not None:
             self.sink[self.name] = x.detach()
         return x
+
+
+def name_hook_points(root: nn.Module, strip: str = "stack.") -> dict[str, HookPoint]:
+    """Give every HookPoint under ``root`` its public name: its module path, with a single-stack
+    model's internal ``stack.`` prefix dropped (``stack.blocks.0.attn.hook_q`` ->
+    ``blocks.0.attn.hook_q``). -> public name -> point (what ``hook_points()`` returns)."""
+    points: dict[str, HookPoint] = {}
+    for name, module in root.named_modules():
+        if isinstance(module, HookPoint):
+            public = name.removeprefix(strip)
+            module.name = public
+            points[public] = module
+    return points
+

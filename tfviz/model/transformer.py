@@ -19,9 +19,10 @@ from .attention import IMPLS, AttnContext
 from .blocks import Block
 from .cache import KVCache
 from .config import ModelConfig
-from .decoding import decode
+from .decoding import generate
 from .heads import HEADS
-from .hooks import HookPoint
+from .hooks import HookPoint, name_hook_points
+from .inputs import check_tokens
 from .masks import MaskSpec
 from .norms import make_norm
 from .positional import make_positional
@@ -109,12 +110,7 @@ class Transformer(nn.Module):
         if cfg.tie_embeddings:
             self.unembed.weight = self.embed.weight
         # Public hook names: drop the internal "stack." prefix of single-stack models.
-        self._hooks: dict[str, HookPoint] = {}
-        for name, module in self.named_modules():
-            if isinstance(module, HookPoint):
-                public = name.removeprefix("stack.")
-                module.name = public
-                self._hooks[public] = module
+        self._hooks: dict[str, HookPoint] = name_hook_points(self)
 
     def _init_weights(self) -> None:
         # GPT-2 style: N(0, 0.02), zero biases, residual projections scaled by 1/sqrt(2 * layers).
@@ -177,23 +173,7 @@ class Transformer(nn.Module):
 
     # ------------------------------------------------------------------ input checks
     def _check_tokens(self, t, what: str, offset: int = 0) -> None:
-        cfg = self.config
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{what} must be a torch tensor of token ids, not {type(t).__name__}")
-        if t.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool):
-            raise ValueError(f"{what} must hold integer token ids, not {t.dtype}")
-        if t.dim() != 2:
-            raise ValueError(f"{what} must have shape [batch, pos], got {tuple(t.shape)}")
-        if t.shape[0] == 0 or t.shape[1] == 0:
-            raise ValueError(f"{what} is empty (shape {tuple(t.shape)}): give at least one token")
-        lo, hi = torch.stack(torch.aminmax(t)).tolist()  # one host sync, not two
-        if lo < 0 or hi >= cfg.vocab_size:
-            bad = lo if lo < 0 else hi
-            raise ValueError(f"token id {bad} in {what} is outside the vocabulary [0, {cfg.vocab_size})")
-        limit = cfg.max_positions
-        if limit is not None and offset + t.shape[1] > limit:
-            raise ValueError(f"{what} reaches position {offset + t.shape[1]}, but "
-                             f"{cfg.scheme.length_limit(cfg)}")
+        check_tokens(self.config, t, what, offset)
 
     def _pads(self, tokens: torch.Tensor, padding_mask: torch.Tensor | None, causal: bool):
         """[batch, pos] True = padding, or None when nothing needs masking."""
@@ -315,16 +295,9 @@ class Transformer(nn.Module):
         token. Rows that produced ``eos_id`` continue with eos_id; all done = stop
         (``tfviz.model.decoding``)."""
         self._check_tokens(prompt, "prompt")
-        was_training = self.training
-        self.eval()
-        try:
-            out = prompt
-            for step in decode(self, prompt, max_new_tokens, src=src, temperature=temperature,
-                               top_k=top_k, use_cache=use_cache, eos_id=eos_id, generator=generator):
-                out = step.ids
-            return out
-        finally:
-            self.train(was_training)
+        return generate(self, prompt, max_new_tokens, src=src, temperature=temperature, top_k=top_k,
+                        use_cache=use_cache, eos_id=eos_id, generator=generator)
+
 
 
 _LAYER_1 = re.compile(r"(^|\.)blocks\.1\.")

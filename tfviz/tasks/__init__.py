@@ -16,11 +16,13 @@ from .coref import CorefTask
 from .induction import InductionTask
 from .lm import LMTask
 from .mlm import MLMTask
+from .recall import RecallTask
 from .seq2seq import CopyTask, ReverseTask, SortTask
 from .translate import TranslateTask
 
 TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (
-    LMTask, CorefTask, InductionTask, CopyTask, ReverseTask, SortTask, TranslateTask, MLMTask)}
+    LMTask, CorefTask, InductionTask, CopyTask, ReverseTask, SortTask, TranslateTask, MLMTask,
+    RecallTask)}
 
 
 def make_task(spec: dict[str, Any] | str, **overrides: Any) -> Task:
@@ -66,4 +68,4 @@ def cached_task(spec: dict[str, Any] | str) -> Task:
 
 __all__ = ["TASKS", "cached_task", "check_spec", "make_task", "Task", "Example", "Batch", "collate", "IGNORE",
            "LMTask", "CorefTask", "InductionTask", "CopyTask", "ReverseTask", "SortTask",
-           "TranslateTask", "MLMTask"]
+           "TranslateTask", "MLMTask", "RecallTask"]

@@ -225,3 +225,21 @@ def token_evaluate(task: Task, model, split: str, max_examples: int, batch_size:
         out["loss" + suffix] = loss_sum / n if n else float("nan")
         out["accuracy" + suffix] = n_right / n if n else float("nan")
     return out
+
+
+class ExampleSet(Task):
+    """Given examples as the test split (fresh inputs to measure a model on), with the tokenizer
+    of the task they came from; ``evaluate`` is the base task's (every target token right)."""
+
+    def __init__(self, tokenizer, examples: list[Example], name: str = "examples") -> None:
+        super().__init__(0)
+        self.name, self._tokenizer, self._examples = name, tokenizer, list(examples)
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
+    def examples(self, split: str) -> list[Example]:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        return self._examples if split == "test" else []

@@ -18,8 +18,9 @@ import torch
 
 from .. import device as devices
 from .. import limits
-from ..analysis.cost import training_bytes
-from ..model import ModelConfig, parameter_count
+from ..analysis.cost import recurrent_training_bytes, training_bytes
+from ..model import parameter_count
+from ..model.families import lacks
 from .snapshot import MAX_SAVED, SAVED_BYTES
 from .config import TrainConfig
 
@@ -44,12 +45,19 @@ class Estimate:
         return self.parts["total"]
 
 
-def estimate(model_config: ModelConfig, train_config: TrainConfig, positions: int | None = None) -> Estimate:
-    """Memory and checkpoint size of training ``model_config`` with ``train_config``'s batch on
-    sequences of ``positions`` tokens (default: the model's ``max_len``, the longest it takes)."""
+def estimate(model_config, train_config: TrainConfig, positions: int | None = None) -> Estimate:
+    """Memory and checkpoint size of training ``model_config`` (a transformer's or a recurrent
+    model's, ``tfviz.model.families``) with ``train_config``'s batch on sequences of ``positions``
+    tokens (default: the model's ``max_len``, the longest it takes)."""
     c = model_config
     pos = int(positions or c.max_len)
     n_params = parameter_count(c)
+    if lacks(c, "self_attention"):  # a recurrent model: no scores, a state per token and layer
+        parts = recurrent_training_bytes(c, n_params, train_config.batch_size, pos)
+        one = recurrent_training_bytes(c, n_params, 1, pos)["activations"]
+        # snapshots: additive attention's [1, pos, pos] pattern (float16), if any
+        snapshots = min(SAVED_BYTES, MAX_SAVED * c.n_heads * pos * pos * 2)
+        return Estimate(parts, one, 3 * 4 * n_params + snapshots + MB, n_params, pos)
     shape = dict(n_layers=c.n_layers, d_model=c.d_model, d_ff=0 if c.attn_only else c.d_ff,
                  n_heads=c.n_heads, vocab_size=c.vocab_size, pos=pos,
                  src_pos=pos if c.arch == "encoder-decoder" else 0, cross=c.arch == "encoder-decoder")
@@ -80,7 +88,7 @@ def _size(n: float) -> str:
     return f"{n / GB:.1f} GB" if n >= GB else f"{n / MB:.0f} MB"
 
 
-def check_training(model_config: ModelConfig, train_config: TrainConfig, positions: int | None = None,
+def check_training(model_config, train_config: TrainConfig, positions: int | None = None,
                    device: torch.device | str | None = None) -> Estimate:
     """The estimate, or a BudgetError when the run would not fit in memory or would write a
     checkpoint larger than the app opens."""

@@ -10,12 +10,14 @@ states ``rng.<name>`` (uint8) — their scalars (step counts) live in the ``trai
 training snapshots add ``snapshots.<i>.<hook name>`` (``tfviz.train.snapshot``).
 
 Loading parses and checks the header *before* touching tensor data, builds the expected shapes from
-the saved ModelConfig on the meta device, and raises :class:`CheckpointError` for anything off.
-Every metadata field is bounded by what a checkpoint of its ModelConfig can need (``field_limits``:
+the saved model config on the meta device, and raises :class:`CheckpointError` for anything off.
+Every metadata field is bounded by what a checkpoint of its model config can need (``field_limits``:
 bytes, JSON objects/arrays, nesting depth) before it is parsed, and the task spec is checked like
 a config (``tfviz.tasks.check_spec``: known names and params, bounded sizes), so a stranger's file
 costs at most what a real one would. The history is kept compact (``compact_history``: at most
 ``MAX_HISTORY`` entries, saved and loaded).
+The config names its family (``"family"``: "transformer" | "recurrent", ``tfviz.model.families``;
+absent in checkpoints written before there were two: a transformer), which says what to build.
 ``read_metadata`` reads the metadata alone (the header: no tensors, no model).
 """
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import Any
 import torch
 
 from .. import limits, storage
-from ..model import ModelConfig, Transformer, tensor_shapes
+from ..model import ModelConfig
+from ..model.families import build_model, config_from_dict, family_of, min_parameters, tensor_shapes
 from ..storage import ST_NAME, CheckpointError, checkpoint_path, fail
 from ..tasks import cached_task, check_spec, make_task
 from ..tasks.common import MAX_TEXT_CHARS
@@ -57,7 +60,7 @@ def compact_history(history: list[dict], max_entries: int = MAX_HISTORY) -> list
     return history
 
 
-def field_limits(config: ModelConfig | None, n_tensors: int = storage.MAX_TENSORS) -> dict[str, tuple[int, int]]:
+def field_limits(config, n_tensors: int = storage.MAX_TENSORS) -> dict[str, tuple[int, int]]:
     """Metadata key -> (bytes, JSON objects/arrays) a checkpoint of ``config`` can need at most
     (``n_tensors``: the header's tensor count). Without a config: the header's own bounds."""
     if config is None:
@@ -84,8 +87,8 @@ class TrainState:
 @dataclass
 class Checkpoint:
     path: Path
-    model: Transformer
-    config: ModelConfig
+    model: torch.nn.Module  # a Transformer or a RecurrentModel (``tfviz.model.families``)
+    config: ModelConfig  # or a RecurrentConfig: the model's config, whatever its family
     tokenizer: Tokenizer | None
     task: dict | None  # the task spec; build_task() rebuilds the task
     train_config: TrainConfig | None
@@ -119,9 +122,7 @@ class Checkpoint:
         n_params = sum(p.numel() for p in self.model.parameters())
         lines = [f"checkpoint   {self.path}",
                  f"created      {self.meta.get('created', '?')} by tfviz {self.meta.get('tfviz_version', '?')}",
-                 f"model        {c.arch}, {c.n_layers} layers, {c.n_heads} heads ({c.n_kv_heads} kv), "
-                 f"d_model {c.d_model}, d_ff {c.d_ff}, pos {c.pos}, norm {c.norm}"
-                 f"{', attention-only' if c.attn_only else ''}, {n_params:,} parameters",
+                 f"model        {c.summary()}, {n_params:,} parameters",
                  f"vocab        {c.vocab_size}" + (f" ({self.tokenizer!r})" if self.tokenizer else "")]
         imported = (self.meta.get("extra") or {}).get("imported")
         if isinstance(imported, dict):  # tfviz.interop: a Hugging Face folder
@@ -146,14 +147,14 @@ class Checkpoint:
         return "\n".join(lines)
 
 
-def model_tensors(model: Transformer) -> dict[str, torch.Tensor]:
+def model_tensors(model) -> dict[str, torch.Tensor]:
     sd = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     if model.config.tie_embeddings:
         sd.pop(TIED_KEY)  # the same storage as embed.weight: stored once, re-tied on load
     return sd
 
 
-def save_checkpoint(path, model: Transformer, *, tokenizer=None, task=None, train_config=None,
+def save_checkpoint(path, model, *, tokenizer=None, task=None, train_config=None,
                     history: list[dict] | None = None, extra: dict | None = None,
                     train_state: TrainState | None = None, snapshots: list | None = None,
                     sidecar: bool = True) -> Path:
@@ -164,8 +165,7 @@ def save_checkpoint(path, model: Transformer, *, tokenizer=None, task=None, trai
     snapshots taken while training (thinned to at most 32 / 8 MB, so the app can replay them).
     """
     path = checkpoint_path(path)
-    if not isinstance(model, Transformer):
-        raise ValueError(f"save_checkpoint needs a tfviz.Transformer, not {type(model).__name__}")
+    family_of(model)  # a Transformer or a recurrent model (ValueError for anything else)
     spec = task.spec() if hasattr(task, "spec") else task
     if tokenizer is None and hasattr(task, "tokenizer"):
         tokenizer = task.tokenizer
@@ -215,9 +215,10 @@ def _decode(meta: dict[str, str], path, bounds: dict[str, tuple[int, int]]) -> d
             **{k: _json_field(meta, k, path, bounds) for k in JSON_KEYS}}
 
 
-def _config(meta: dict[str, str], path) -> ModelConfig:
+def _config(meta: dict[str, str], path):
+    """The saved model config, whatever its family (``tfviz.model.families.config_from_dict``)."""
     try:
-        return ModelConfig.from_dict(_json_field(meta, "model_config", path, field_limits(ModelConfig()),
+        return config_from_dict(_json_field(meta, "model_config", path, field_limits(ModelConfig()),
                                                  required=True))
     except CheckpointError:
         raise
@@ -236,11 +237,11 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     return _decode(meta, path, bounds)
 
 
-def _plausible_size(header: dict, config: ModelConfig, path) -> None:
-    """Cheap, before any model is built (a 256-layer shell takes seconds): every layer holds at
-    least its attention output projection (d_model x d_model) and the model its token embedding
-    (vocab x d_model), so the tensor data must be at least that many float32 values."""
-    need = 4 * (config.n_layers * config.d_model ** 2 + config.vocab_size * config.d_model)
+def _plausible_size(header: dict, config, path) -> None:
+    """Cheap, before any model is built (a 256-layer shell takes seconds): the tensor data must hold
+    at least the float32 weights every model of ``config`` has (``tfviz.model.families.
+    min_parameters``: e.g. a transformer's token embedding and each layer's attention output)."""
+    need = 4 * min_parameters(config)
     have = sum(e - b for b, e in (info["data_offsets"] for info in header.values()))
     if have < need:
         raise fail(path, f"the config describes a model of at least {need / 2**20:.1f} MB of weights "
@@ -248,9 +249,9 @@ def _plausible_size(header: dict, config: ModelConfig, path) -> None:
                           f"{config.vocab_size}) but the file holds {have / 2**20:.1f} MB of tensors")
 
 
-def _expected(config: ModelConfig, meta_state: dict | None) -> dict[str, tuple[torch.dtype, tuple]]:
-    """Every tensor name -> (dtype, shape) a checkpoint of ``config`` holds (no model is built:
-    ``tfviz.model.tensor_shapes``)."""
+def _expected(config, meta_state: dict | None) -> dict[str, tuple[torch.dtype, tuple]]:
+    """Every tensor name -> (dtype, shape) a checkpoint of ``config`` holds, whatever the model's
+    family (no model is built: ``tfviz.model.families.tensor_shapes``)."""
     want = tensor_shapes(config)
     if config.tie_embeddings:
         want.pop(TIED_KEY)
@@ -353,7 +354,7 @@ def load_checkpoint(path, *, max_bytes: int | None = None,
     weights = {k: t for k, t in tensors.items() if not k.startswith(("optim.", "rng.", "snapshots."))}
     if config.tie_embeddings:
         weights[TIED_KEY] = weights["embed.weight"]
-    model = Transformer(config)
+    model = build_model(config)
     model.load_state_dict(weights, strict=True)
     model.to(device).eval()
     train_state = None

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from ..model import ModelConfig
+from ..model.families import config_from_dict
 from .budget import BudgetError, check_training
 from .config import TrainConfig
 from .loop import Event, TrainResult, train
@@ -165,7 +166,7 @@ class JobManager:
         """Queue a training job and return its id. ``task``: a Task, a registry name or a spec dict.
         ``resume``: a checkpoint path to continue from (``model_config`` is then taken from it)."""
         if isinstance(model_config, dict):
-            model_config = ModelConfig.from_dict(model_config)
+            model_config = config_from_dict(model_config)
         if isinstance(train_config, dict):
             train_config = TrainConfig.from_dict(train_config)
         train_config = train_config or TrainConfig()

@@ -127,7 +127,8 @@ class _Run:
         if resume is not None:
             self._resume(resume)
         self.start_step, self.t_start = self.step, time.perf_counter()
-        self.prober = Prober(task, self.device) if d.main else None
+        # attention snapshots of the probe (none for a model without attention: a plain RNN)
+        self.prober = Prober(task, self.device) if d.main and Prober.applies(model) else None
         self.snapshots: list[AttentionSnapshot] = list(getattr(resume, "snapshots", None) or [])
         self.saved: tuple[Path, int] | None = None
         self.window = self._new_window()
@@ -277,7 +278,7 @@ class _Run:
         return out
 
     def snapshot(self) -> bool:
-        if self.snapshots and self.snapshots[-1].step == self.step:
+        if self.prober is None or (self.snapshots and self.snapshots[-1].step == self.step):
             return False  # e.g. resuming right where the last snapshot was taken
         self.snapshots.append(self.prober.take(self.model, self.step))
         return self.emit(Event("snapshot", self.step, snapshot=self.snapshots[-1]))
@@ -306,7 +307,7 @@ class _Run:
 def train(model, task, config: TrainConfig | None = None,
           callbacks: Iterable[Callable[[Event], Any]] = (), *, checkpoint: str | Path | None = None,
           resume=None, stop=None) -> TrainResult:
-    """Train ``model`` (a tfviz.Transformer, moved to the chosen device) on ``task``.
+    """Train ``model`` (a tfviz.Transformer or recurrent model, moved to the chosen device) on ``task``.
 
     checkpoint: path to save to (every ``checkpoint_every`` steps, on stop and at the end).
     resume:     a :class:`tfviz.Checkpoint` with a train_state (its ``.model`` should be

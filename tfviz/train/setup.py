@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from ..model import ModelConfig, Transformer
+from ..model import ModelConfig
+from ..model.families import build_model, config_for_kind
 from ..tasks import make_task
 
 _INIT_LOCK = threading.Lock()  # seeding + initialising uses torch's global RNG
@@ -32,9 +33,11 @@ def longest_example(task) -> int:
     return longest
 
 
-def model_config_for(task, **fields: Any) -> ModelConfig:
-    """A ModelConfig sized for ``task``: vocab_size = the tokenizer's, max_len >= the longest example
-    (rounded up to a multiple of 16), arch = the task's recommended one. ``fields`` override."""
+def model_config_for(task, kind: str = "transformer", **fields: Any) -> ModelConfig:
+    """A model config sized for ``task``: vocab_size = the tokenizer's, max_len >= the longest
+    example (rounded up to a multiple of 16), arch = the task's recommended one. ``kind``: a
+    ``tfviz.model.families.KINDS`` entry ("transformer" -> ModelConfig; "rnn" / "lstm" / "gru" ->
+    RecurrentConfig). ``fields`` override (ValueError for a field the kind does not have)."""
     fields.setdefault("vocab_size", task.tokenizer.vocab_size)
     fields.setdefault("arch", getattr(task, "arch", task.archs[0]))
     if fields.get("max_len") is None:
@@ -44,12 +47,13 @@ def model_config_for(task, **fields: Any) -> ModelConfig:
     if fields["vocab_size"] != task.tokenizer.vocab_size:  # a checkpoint must match its tokenizer
         raise ValueError(f"vocab_size={fields['vocab_size']} differs from the task's tokenizer "
                          f"({task.tokenizer.vocab_size} tokens)")
-    return ModelConfig(**fields)
+    return config_for_kind(kind, **fields)
 
 
-def new_model(config: ModelConfig, seed: int) -> Transformer:
-    """A Transformer initialised after ``torch.manual_seed(seed)``: the same seed gives the same
-    weights (the CLI, the job manager and the zoo all build models this way). Thread-safe."""
+def new_model(config: ModelConfig, seed: int):
+    """The model of ``config`` (any family) initialised after ``torch.manual_seed(seed)``: the same
+    seed gives the same weights (the CLI, the job manager and the zoo all build models this way).
+    Thread-safe."""
     with _INIT_LOCK:
         torch.manual_seed(seed)
-        return Transformer(config)
+        return build_model(config)

@@ -54,6 +54,11 @@ class Prober:
         self.tokens = tok.tokens_of(probe.tokens)
         self.src_tokens = None if probe.src is None else tok.tokens_of(probe.src)
 
+    @staticmethod
+    def applies(model) -> bool:
+        """Whether ``model`` has attention patterns to snapshot (a plain RNN has none)."""
+        return any(is_pattern(name) for name in model.hook_points())
+
     def take(self, model, step: int) -> AttentionSnapshot:
         rec = record(model, *self.batch.inputs, names=is_pattern)
         patterns = {name: t[0].float().numpy().astype(np.float16) for name, t in rec.items()}

@@ -1,4 +1,4 @@
-"""``python -m tfviz.zoo build | evaluate | list`` (see ``tfviz.zoo``)."""
+"""``python -m tfviz.zoo build | evaluate | list | why`` (see ``tfviz.zoo``, ``tfviz.zoo.why``)."""
 from __future__ import annotations
 
 import argparse
@@ -23,6 +23,12 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--dir", default=None, help="checkpoint folder (default: $TFVIZ_ZOO_DIR, else the repo's checkpoints/)")
     e.add_argument("--only", nargs="+", metavar="NAME")
     sub.add_parser("list", help="list the zoo models")
+    w = sub.add_parser("why", help="train and measure the 'why attention' experiments (tfviz.zoo.why): "
+                       "recall (RNN / LSTM / transformer) and the bottleneck (GRU with / without "
+                       "attention / transformer)")
+    w.add_argument("--only", nargs="+", metavar="NAME", help="recall and/or bottleneck")
+    w.add_argument("--out", default=None, help="output folder (default: the zoo folder's why/)")
+    w.add_argument("--steps", type=int, default=None, help="override every model's step count")
     args = p.parse_args(argv)
 
     torch.set_num_threads(1)  # small models: extra threads only fight over the cores
@@ -30,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             for s in SPECS:
                 print(f"{s.name:14} {s.kind:11} {s.about}")
+            return 0
+        if args.command == "why":
+            from .why import build as build_why
+            build_why(args.only, args.out, args.steps)
             return 0
         if args.command == "build":
             build(args.only, args.out, args.steps)
