@@ -66,7 +66,7 @@ def refused(path: Path, match: str) -> CheckpointError:
     ({"name": "copy", "exec": "rm -rf /"}, r"unknown params \['exec'\]"),
     ({"name": "telepathy"}, r"unknown task 'telepathy'"),
     ({"name": "lm", "text": "a " * 600_000}, r"text has 1,200,000 characters; at most 1,000,000"),
-    ({"name": "lm", "n_sentences": 10**7}, r"n_sentences=10000000 must be between 1 and 50000"),
+    ({"name": "lm", "n_sentences": 10**7}, r"n_sentences=10000000 must be between 1 and 100000"),
     ({"name": "lm", "tokenizer": "pickle"}, r"tokenizer='pickle' is not one of"),
     ({"name": "induction", "half": 10**6, "distinct": False}, r"half=1000000 must be between 2 and 2048"),
     ({"name": "induction", "half": 2000, "distinct": False}, r"6,000 examples of up to 4,001 tokens are "
