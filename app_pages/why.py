@@ -1,0 +1,126 @@
+"""Why attention: what came before it, each step measured on models trained here (issue 14) —
+one-hot vs learned word vectors, a bag of words and word order, an RNN reading in order (its
+bottleneck and vanishing gradient), an encoder–decoder with and without additive attention, and
+attention's direct paths across layers. Sentences: ``tfviz.zoo.why_story``; shared work: ``ui.why``."""
+import streamlit as st
+
+from tfviz.analysis.order import bag_of_words, explain
+from tfviz.analysis.word2vec import GROUPS, analogy, neighbours, one_hot_cosines, project_2d
+from tfviz.viz import (across_layers_grid, analogy_bars, bag_of_words_bars, cosine_similarity,
+                       cross_attention_alignment, embedding_map, one_hot_vs_learned, order_bars,
+                       order_positions)
+from tfviz.viz.longrange import (accuracy_vs_distance, accuracy_vs_length, gradient_vs_distance,
+                                 path_length_curves)
+from tfviz.zoo import why_story as story
+from ui import why
+from ui.figures import show, side_by_side
+from ui.models import zoo_model
+
+st.title("Why attention")
+st.caption("Attention answers problems older models had. Each step below is measured on a model "
+           "trained here — word2vec on this page, the rest shipped checkpoints — on fresh inputs.")
+
+
+def vectors_view(vectors, labels, key: str, groups=None, word=None, abc=None, expected=None) -> None:
+    n = min(24, len(labels))
+    coords, explained = project_2d(vectors)
+    side_by_side((embedding_map(coords, labels, groups, explained=explained), f"{key}_map"),
+                 (one_hot_vs_learned(vectors[:n], labels[:n]), f"{key}_cos"))
+    try:
+        best = analogy(vectors, labels, *abc) if abc else None
+    except ValueError as e:
+        best = st.error(f"Analogy: {e}.")
+    if best:
+        show(analogy_bars(best, *abc, expected=expected), key=f"{key}_analogy")
+    near = (word, *neighbours(vectors, labels, word, 1)[0]) if word in labels else None
+    st.markdown(story.embeddings_text(vectors, labels, cosine_similarity(vectors[:n]),
+                                      one_hot_cosines(n), near, (*abc, *best[0], expected) if best else None))
+
+
+st.header("1. Words as vectors: one-hot vs learned")
+builtin = st.radio("word2vec learns from", ["the built-in corpus", "your text"], horizontal=True,
+                   key="why_corpus") == "the built-in corpus"
+text = None if builtin else st.text_area("Your text (a few hundred sentences work best)", key="why_text")
+w2v = why.word2vec_trained(text)
+if w2v is None and st.button("Train word2vec (skip-gram, negative sampling; seconds, once for "
+                             "everyone)", key="why_w2v_train"):
+    try:
+        w2v = why.word2vec(text)
+    except ValueError as e:
+        st.error(f"word2vec cannot learn from this text: {e}.")
+if w2v is not None:
+    words = [w for w in GROUPS if w in w2v.index] if builtin else w2v.words[:60]
+    rows = [w2v.index[w] for w in words]
+    defaults = ("king", "man", "woman") if builtin else tuple(words[:3])
+    abc = tuple(c.text_input(f"analogy: {x}", d, key=f"why_abc_{x}").strip().lower()
+                for c, x, d in zip(st.columns(3), "abc", defaults))
+    st.caption(f"word2vec: {len(w2v.words)} words, {w2v.config.dim} numbers each, loss "
+               f"{w2v.losses[0]:.3f} → {w2v.losses[-1]:.3f} over {len(w2v.losses)} epochs.")
+    vectors_view(w2v.vectors[rows], words, "why_w2v", [GROUPS.get(w, "word") for w in words],
+                 "dog" if builtin else words[0], abc if len(abc) == 3 and all(abc) else None,
+                 "queen" if builtin and abc == ("king", "man", "woman") else None)
+if (lm := zoo_model("lm")) is not None:
+    st.subheader("The same views of a transformer's input embeddings (shipped lm)")
+    vectors, labels = why.embeddings(lm)
+    vectors_view(vectors, labels, "why_lm", word=labels[min(12, len(labels) - 1)])
+
+st.header("2. Word order: a bag of words loses it")
+c1, c2 = st.columns(2)
+a = c1.text_input("sentence A", "the dog chases the cat", key="why_order_a")
+b = c2.text_input("sentence B (the same words, rearranged)", "the cat chases the dog", key="why_order_b")
+vocab, counts = bag_of_words([a.split(), b.split()])
+show(bag_of_words_bars(vocab, counts, [a, b]), key="why_bow")
+st.markdown(f"Bag-of-words vectors identical: **{bool((counts[0] == counts[1]).all())}**.")
+tables, names = {}, {"pos-none": "no positions", "pos-learned": "learned positions"}
+for name, label in names.items():
+    if (m := zoo_model(name)) is not None:
+        try:
+            tables[label], per_pos, toks = why.order(m, a, b)
+        except ValueError as e:
+            st.error(f"{name}: {e}.")
+            continue
+        st.caption(f"{label}: {explain(tables[label])}")
+        if label == "no positions":
+            show(order_positions(per_pos, toks, list(tables[label]["stage"]),
+                                 forced_equal=tables[label].attrs["forced_equal"]), key="why_order_pos")
+if tables:
+    show(order_bars(tables), key="why_order_bars")
+    st.markdown(story.order_text(tables))
+
+st.header("3. Reading in order: an RNN's bottleneck and vanishing gradient")
+results = why.results()
+if not results:
+    st.warning("The why experiments are not built here: run `python -m tfviz.zoo why`.")
+if (r := results.get("recall")) is not None:
+    side_by_side((accuracy_vs_distance(r["accuracy"]), "why_recall_acc"),
+                 (gradient_vs_distance(r["gradient"]), "why_recall_grad"))
+    show(path_length_curves(r["paths"]), key="why_paths")
+    st.markdown(story.recall_text(r))
+
+st.header("4. The encoder–decoder bottleneck, and additive attention")
+if (r := results.get("bottleneck")) is not None:
+    show(accuracy_vs_length(r["accuracy"]), key="why_bn_acc")
+    st.markdown(story.bottleneck_text(r))
+    c1, c2 = st.columns(2)
+    which = c1.radio("model", ["gru-attention", "transformer"], horizontal=True, key="why_bn_model")
+    length = c2.slider("source length (fresh, never trained on)", 2, 16, 8, key="why_bn_len")
+    if (m := why.why_model(f"bottleneck-{which}")) is not None:
+        ex = why.alignment(m, length)
+        if ex is None:
+            st.info(f"Every source of length {length} was in training: pick another length.")
+        else:
+            show(cross_attention_alignment(ex["pattern"], ex["src"], ex["tgt"], ex["pairs"],
+                 title=f"{which}: where each output looks (squares: the token it reverses)"),
+                 key="why_bn_align")
+
+st.header("5. Attention: a direct path from every token, across layers")
+if lm is not None:
+    sentence = st.text_input("text (the shipped lm reads it)", "the dog sees a cat . the cat "
+                             "follows the dog .", key="why_layers_text")
+    try:
+        views, toks = why.layers(lm, sentence)
+        show(across_layers_grid({k: views[k] for k in ("raw", "rollout", "flow")}, toks),
+             key="why_layers")
+        st.markdown(story.layers_text(views, toks))
+    except ValueError as e:
+        st.error(f"{e}.")

@@ -1,0 +1,164 @@
+"""The "Why attention" page's shared work (``app_pages/why.py``): word2vec trained once per text
+for the whole server, the measured why experiments, and per-model computations cached on
+``lm.key`` + the input, like ``ui.cache``. Every sentence comes from ``tfviz.zoo.why_story``."""
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from .models import ModelRef, load_model
+
+W2V_KEEP = 8  # word2vec models kept for the server (each a few hundred kB)
+
+
+# ------------------------------------------------------------------------------ word2vec
+@st.cache_resource
+def _w2v_store() -> tuple[OrderedDict, threading.Lock]:
+    return OrderedDict(), threading.Lock()
+
+
+def _digest(text: str | None) -> str:
+    return "builtin" if text is None else hashlib.sha256(text.encode()).hexdigest()
+
+
+def word2vec_trained(text: str | None):
+    """The word2vec already trained on ``text`` (None: the built-in corpus) by any session, or None."""
+    store, lock = _w2v_store()
+    with lock:
+        return store.get(_digest(text))
+
+
+def word2vec(text: str | None):
+    """Train word2vec on ``text`` (None: the built-in corpus) with a progress bar, once for the
+    server. ValueError with a plain reason for a text it cannot learn from."""
+    from tfviz.analysis.word2vec import train_word2vec
+
+    bar = st.progress(0.0, text="Training word2vec…")
+    w2v = train_word2vec(text, progress=lambda e, n, loss: bar.progress(
+        e / n, text=f"word2vec epoch {e}/{n}: loss {loss:.3f}"))
+    bar.empty()
+    store, lock = _w2v_store()
+    with lock:
+        store[_digest(text)] = w2v
+        while len(store) > W2V_KEEP:
+            store.popitem(last=False)
+    return w2v
+
+
+# ------------------------------------------------------------------------------ why experiments
+def why_folder() -> Path:
+    from tfviz.zoo.why import why_dir
+
+    return why_dir()
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _results(path: str, mtime: int) -> dict:
+    from tfviz.zoo.why_story import read_results
+
+    return read_results(Path(path).parent)
+
+
+def results() -> dict:
+    """The why experiments' measured frames (checkpoints/why/why.json), {} when not built."""
+    path = why_folder() / "why.json"
+    return _results(str(path), path.stat().st_mtime_ns) if path.is_file() else {}
+
+
+def why_model(file: str):
+    """A why checkpoint (e.g. "bottleneck-gru-attention"), shared like every model, or None."""
+    path = why_folder() / f"{file}.safetensors"
+    return load_model(ModelRef(f"{file} (why)", str(path), "shipped")) if path.is_file() else None
+
+
+@st.cache_resource(max_entries=4, show_spinner="Building the task's examples…")
+def _task(path: str, mtime: int, _lm):
+    return _lm.ckpt.shared_task()
+
+
+@st.cache_data(max_entries=32, show_spinner="Recording the alignment…")
+def _alignment(path: str, mtime: int, length: int, seed: int, _lm) -> dict | None:
+    from tfviz.analysis.bottleneck import cross_attention, fresh_at_length, reverse_alignment
+
+    fresh = fresh_at_length(_task(path, mtime, _lm), length, 1, seed).examples("test")
+    if not fresh:
+        return None
+    ex, tok = fresh[0], _lm.tokenizer
+    with _lm.lock:
+        pats = cross_attention(_lm.model, ex.src, ex.tokens)
+    return {"pattern": pats[sorted(pats)[-1]].mean(0), "src": tok.tokens_of(list(ex.src)),
+            "tgt": tok.tokens_of(list(ex.tokens)), "pairs": reverse_alignment(length)}
+
+
+def alignment(lm, length: int, seed: int = 7000) -> dict | None:
+    """One fresh source of ``length`` (never in training): the model's cross-attention [tgt, src]
+    (heads averaged; last layer), its tokens and the reversal's pairs; None when none is fresh."""
+    return _alignment(*lm.key, length, seed, lm)
+
+
+# ------------------------------------------------------------------------------ per model + input
+@st.cache_data(max_entries=16, show_spinner=False)
+def _embeddings(path: str, mtime: int, _lm):
+    from tfviz.analysis.word2vec import model_embeddings
+
+    return model_embeddings(_lm.ckpt)
+
+
+def embeddings(lm) -> tuple[np.ndarray, list[str]]:
+    """A transformer's input embeddings with their token strings (``model_embeddings``)."""
+    return _embeddings(*lm.key, lm)
+
+
+def _ids(lm, text: str) -> list[int]:
+    tok = lm.tokenizer
+    ids = tok.encode(text).ids
+    if tok.unk_id is not None and tok.unk_id in ids:
+        unknown = [w for w in re.findall(r"\w+|[^\w\s]", text) if tok.token_to_id(w) is None]
+        raise ValueError(f"{Path(lm.ref.path).stem} does not know the word(s) "
+                         f"{', '.join(map(repr, unknown or ['?']))}: use its vocabulary")
+    if not ids:
+        raise ValueError("type at least one word")
+    return ids
+
+
+@st.cache_data(max_entries=64, show_spinner="Recording both sentences…")
+def _order(path: str, mtime: int, a: str, b: str, _lm):
+    import torch
+
+    from tfviz.analysis.order import order_differences
+
+    ids_a, ids_b = _ids(_lm, a), _ids(_lm, b)
+    with _lm.lock:
+        table, per_position = order_differences(_lm.model, torch.tensor(ids_a), torch.tensor(ids_b))
+    return table, per_position, _lm.tokenizer.tokens_of(ids_b)
+
+
+def order(lm, a: str, b: str):
+    """``order_differences`` of two sentences (table, per_position, tokens of b); ValueError when
+    they are not rearrangements of each other or hold a word the model does not know."""
+    return _order(*lm.key, a, b, lm)
+
+
+@st.cache_data(max_entries=32, show_spinner="Following attention through the layers…")
+def _layers(path: str, mtime: int, text: str, _lm):
+    import torch
+
+    from tfviz.analysis.rollout import FLOW_MAX_POSITIONS, across_layers
+
+    ids = _ids(_lm, text)
+    if len(ids) > FLOW_MAX_POSITIONS:
+        raise ValueError(f"{len(ids)} tokens: attention flow takes at most {FLOW_MAX_POSITIONS}")
+    with _lm.lock:
+        views = across_layers(_lm.model, torch.tensor(ids))
+    return views, _lm.tokenizer.tokens_of(ids)
+
+
+def layers(lm, text: str):
+    """``across_layers`` (raw, residual, rollout, flow) of ``text``, and its tokens."""
+    return _layers(*lm.key, text, lm)
