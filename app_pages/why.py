@@ -26,10 +26,11 @@ def vectors_view(vectors, labels, key: str, groups=None, word=None, abc=None, ex
     coords, explained = project_2d(vectors)
     side_by_side((embedding_map(coords, labels, groups, explained=explained), f"{key}_map"),
                  (one_hot_vs_learned(vectors[:n], labels[:n]), f"{key}_cos"))
+    best = None
     try:
         best = analogy(vectors, labels, *abc) if abc else None
     except ValueError as e:
-        best = st.error(f"Analogy: {e}.")
+        st.error(f"Analogy: {e}.")
     if best:
         show(analogy_bars(best, *abc, expected=expected), key=f"{key}_analogy")
     near = (word, *neighbours(vectors, labels, word, 1)[0]) if word in labels else None
@@ -71,21 +72,21 @@ b = c2.text_input("sentence B (the same words, rearranged)", "the cat chases the
 vocab, counts = bag_of_words([a.split(), b.split()])
 show(bag_of_words_bars(vocab, counts, [a, b]), key="why_bow")
 st.markdown(f"Bag-of-words vectors identical: **{bool((counts[0] == counts[1]).all())}**.")
-tables, names = {}, {"pos-none": "no positions", "pos-learned": "learned positions"}
+tables, diffs, names = {}, {}, {"pos-none": "no positions", "pos-learned": "learned positions"}
 for name, label in names.items():
     if (m := zoo_model(name)) is not None:
         try:
-            tables[label], per_pos, toks = why.order(m, a, b)
+            tables[label], diffs[label], toks = why.order(m, a, b)
         except ValueError as e:
             st.error(f"{name}: {e}.")
             continue
         st.caption(f"{label}: {explain(tables[label])}")
         if label == "no positions":
-            show(order_positions(per_pos, toks, list(tables[label]["stage"]),
+            show(order_positions(diffs[label], toks, list(tables[label]["stage"]),
                                  forced_equal=tables[label].attrs["forced_equal"]), key="why_order_pos")
 if tables:
     show(order_bars(tables), key="why_order_bars")
-    st.markdown(story.order_text(tables))
+    st.markdown(story.order_text(tables, diffs))
 
 st.header("3. Reading in order: an RNN's bottleneck and vanishing gradient")
 results = why.results()

@@ -62,16 +62,23 @@ def embeddings_text(vectors, labels, cos_learned: np.ndarray, cos_one_hot: np.nd
     return " ".join(parts)
 
 
-def order_text(tables: dict[str, pd.DataFrame]) -> str:
-    """``tables``: model name -> ``order_differences`` table (with its attrs)."""
+def order_text(tables: dict[str, pd.DataFrame], per_position: dict[str, np.ndarray] | None = None) -> str:
+    """``tables``: model name -> ``order_differences`` table (with its attrs); ``per_position``:
+    name -> its [stage, pos] differences, to quote the positions a model without positions must
+    leave equal (``forced_equal``)."""
     parts = []
     for name, t in tables.items():
         last, first_layer = t.iloc[-1], t.iloc[min(1, len(t) - 1)]
         forced = np.asarray(t.attrs.get("forced_equal", [[]]), dtype=bool)
-        where = ""
-        if t.attrs.get("position_free") and t.attrs.get("causal") and forced.size:
-            where = (f"; after layer 0, {int(forced[1].sum())} of {forced.shape[1]} positions "
-                     "are forced equal by the causal mask alone")
+        where, diff = "", (per_position or {}).get(name)
+        if t.attrs.get("position_free") and forced.size and diff is not None:
+            n_forced = int(forced[-1].sum())
+            where = (f"; at the output {n_forced} of {forced.shape[1]} positions are forced equal "
+                     + ("by construction" if not t.attrs.get("causal") else "(same token, same bag "
+                        "of earlier tokens)")
+                     + (f", and there the largest difference is {np.asarray(diff)[-1][forced[-1]].max():.1g} "
+                        "(float rounding)" if n_forced else "") + " — the causal mask alone carries order"
+                     * bool(t.attrs.get("causal")))
         parts.append(f"**{name}** (pos={t.attrs.get('pos')}): largest change after matching the "
                      f"words, after layer 0 {first_layer['matched']:.2g}, at the output "
                      f"{last['matched']:.2g} ({last['relative']:.1%} of the largest activation)"
@@ -112,16 +119,17 @@ def bottleneck_text(frames: dict[str, pd.DataFrame]) -> str:
     """Sentences on the bottleneck experiment (``measure_bottleneck``'s frames)."""
     acc, align = frames["accuracy"], frames.get("alignment", pd.DataFrame())
     trained = acc[acc["trained"].astype(bool)]
-    longest = int(trained["length"].max())
+    shortest, longest = int(trained["length"].min()), int(trained["length"].max())
     beyond = acc[~acc["trained"].astype(bool)]
     models = list(dict.fromkeys(acc["model"]))
-    at = "; ".join(f"{m} {_acc(acc, m, 'length', 2):.2f} → {_acc(acc, m, 'length', longest):.2f}"
-                   for m in models)
-    gap = {m: _acc(acc, m, "length", 2) - _acc(acc, m, "length", longest) for m in models}
+    at = "; ".join(f"{m} {_acc(acc, m, 'length', shortest):.2f} → "
+                   f"{_acc(acc, m, 'length', longest):.2f}" for m in models)
+    gap = {m: _acc(acc, m, "length", shortest) - _acc(acc, m, "length", longest) for m in models}
     worst = max(gap, key=gap.get)
     verdict = (f"{worst} falls most ({gap[worst]:.2f})" if gap[worst] >= CLEAR_GAP else
                f"the effect is weak: no model falls more than {gap[worst]:.2f}")
-    text = f"Whole output right, source length 2 → {longest} (trained lengths): {at} — {verdict}."
+    text = (f"Whole output right on fresh sources, length {shortest} → {longest} (trained lengths): "
+            f"{at} — {verdict}.")
     if len(beyond):
         far = int(beyond["length"].max())
         text += " Beyond training (length " + str(far) + "): " + "; ".join(
