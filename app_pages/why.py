@@ -5,10 +5,8 @@ attention's direct paths across layers. Sentences: ``tfviz.zoo.why_story``; shar
 import streamlit as st
 
 from tfviz.analysis.order import bag_of_words, explain
-from tfviz.analysis.word2vec import GROUPS, analogy, neighbours, one_hot_cosines, project_2d
-from tfviz.viz import (across_layers_grid, analogy_bars, bag_of_words_bars, cosine_similarity,
-                       cross_attention_alignment, embedding_map, one_hot_vs_learned, order_bars,
-                       order_positions)
+from tfviz.analysis.word2vec import GROUPS
+from tfviz.viz import across_layers_grid, bag_of_words_bars, cross_attention_alignment, order_bars, order_positions
 from tfviz.viz.longrange import (accuracy_vs_distance, accuracy_vs_length, gradient_vs_distance,
                                  path_length_curves)
 from tfviz.zoo import why_story as story
@@ -19,23 +17,6 @@ from ui.models import zoo_model
 st.title("Why attention")
 st.caption("Attention answers problems older models had. Each step below is measured on a model "
            "trained here — word2vec on this page, the rest shipped checkpoints — on fresh inputs.")
-
-
-def vectors_view(vectors, labels, key: str, groups=None, word=None, abc=None, expected=None) -> None:
-    n = min(24, len(labels))
-    coords, explained = project_2d(vectors)
-    side_by_side((embedding_map(coords, labels, groups, explained=explained), f"{key}_map"),
-                 (one_hot_vs_learned(vectors[:n], labels[:n]), f"{key}_cos"))
-    best = None
-    try:
-        best = analogy(vectors, labels, *abc) if abc else None
-    except ValueError as e:
-        st.error(f"Analogy: {e}.")
-    if best:
-        show(analogy_bars(best, *abc, expected=expected), key=f"{key}_analogy")
-    near = (word, *neighbours(vectors, labels, word, 1)[0]) if word in labels else None
-    st.markdown(story.embeddings_text(vectors, labels, cosine_similarity(vectors[:n]),
-                                      one_hot_cosines(n), near, (*abc, *best[0], expected) if best else None))
 
 
 st.header("1. Words as vectors: one-hot vs learned")
@@ -51,19 +32,18 @@ if w2v is None and st.button("Train word2vec (skip-gram, negative sampling; seco
         st.error(f"word2vec cannot learn from this text: {e}.")
 if w2v is not None:
     words = [w for w in GROUPS if w in w2v.index] if builtin else w2v.words[:60]
-    rows = [w2v.index[w] for w in words]
     defaults = ("king", "man", "woman") if builtin else tuple(words[:3])
-    abc = tuple(c.text_input(f"analogy: {x}", d, key=f"why_abc_{x}").strip().lower()
+    abc = tuple(c.text_input(f"analogy: {x}", d, key=f"why_abc_{x}_{'corpus' if builtin else 'text'}").strip().lower()
                 for c, x, d in zip(st.columns(3), "abc", defaults))
     st.caption(f"word2vec: {len(w2v.words)} words, {w2v.config.dim} numbers each, loss "
                f"{w2v.losses[0]:.3f} → {w2v.losses[-1]:.3f} over {len(w2v.losses)} epochs.")
-    vectors_view(w2v.vectors[rows], words, "why_w2v", [GROUPS.get(w, "word") for w in words],
-                 "dog" if builtin else words[0], abc if len(abc) == 3 and all(abc) else None,
-                 "queen" if builtin and abc == ("king", "man", "woman") else None)
+    why.vectors_view(w2v.vectors, w2v.words, "why_w2v", [w2v.index[w] for w in words],
+                 [GROUPS.get(w, "word") for w in words], "dog" if builtin else words[0],
+                 abc if len(abc) == 3 and all(abc) else None, "queen" if builtin and abc == defaults else None)
 if (lm := zoo_model("lm")) is not None:
     st.subheader("The same views of a transformer's input embeddings (shipped lm)")
     vectors, labels = why.embeddings(lm)
-    vectors_view(vectors, labels, "why_lm", word=labels[min(12, len(labels) - 1)])
+    why.vectors_view(vectors, labels, "why_lm", word="dog" if "dog" in labels else labels[0])
 
 st.header("2. Word order: a bag of words loses it")
 c1, c2 = st.columns(2)

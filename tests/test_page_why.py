@@ -101,7 +101,7 @@ def test_word2vec_on_the_corpus_and_on_a_users_text(why_zoo) -> None:
     at.button(key="why_w2v_train").click().run()
     ok(at)
     assert re.search(r"word2vec: \d+ words", text(at)) and chart(at, "why_w2v_map")
-    rerun(at, why_abc_a="unicorn")
+    rerun(at, why_abc_a_text="unicorn")
     assert "'unicorn' is not in the vocabulary" in messages(at)
 
 

@@ -51,6 +51,33 @@ def word2vec(text: str | None):
     return w2v
 
 
+def vectors_view(vectors, labels, key: str, shown=None, groups=None, word=None, abc=None, expected=None):
+    """Word vectors (word2vec's or a transformer's) on the page: the 2-D map and one-hot vs learned
+    cosines of the ``shown`` rows; ``word``'s nearest neighbour and the analogy ``abc`` over every
+    word; the sentence quoting them (``why_story.embeddings_text``)."""
+    from tfviz.analysis.word2vec import analogy, neighbours, one_hot_cosines, project_2d
+    from tfviz.viz import analogy_bars, cosine_similarity, embedding_map, one_hot_vs_learned
+    from tfviz.zoo.why_story import embeddings_text
+
+    from .figures import show, side_by_side
+
+    shown = list(range(len(labels))) if shown is None else shown
+    v, names, n = vectors[shown], [labels[i] for i in shown], min(24, len(shown))
+    coords, explained = project_2d(v)
+    side_by_side((embedding_map(coords, names, groups, explained=explained), f"{key}_map"),
+                 (one_hot_vs_learned(v[:n], names[:n]), f"{key}_cos"))
+    best = None
+    try:
+        best = analogy(vectors, labels, *abc) if abc else None
+    except ValueError as e:
+        st.error(f"Analogy: {e}.")
+    if best:
+        show(analogy_bars(best, *abc, expected=expected), key=f"{key}_analogy")
+    near = (word, *neighbours(vectors, labels, word, 1)[0]) if word in labels else None
+    st.markdown(embeddings_text(v, names, cosine_similarity(v[:n]), one_hot_cosines(n), near,
+                                      (*abc, *best[0], expected) if best else None))
+
+
 # ------------------------------------------------------------------------------ why experiments
 def why_folder() -> Path:
     from tfviz.zoo.why import why_dir
