@@ -28,6 +28,7 @@ if w2v is None and st.button("Train word2vec (skip-gram, negative sampling; seco
                              "everyone)", key="why_w2v_train"):
     try:
         w2v = why.word2vec(text)
+        st.rerun()  # drawn by the next run, without the button
     except ValueError as e:
         st.error(f"word2vec cannot learn from this text: {e}.")
 if w2v is not None:

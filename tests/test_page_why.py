@@ -122,3 +122,17 @@ def test_the_sentences_quote_the_numbers() -> None:
     assert "att 0.50 (weak)" in s
     weak = story.bottleneck_text({"accuracy": acc.assign(accuracy=[1, 0.95, 1, 0.99])})
     assert "the effect is weak" in weak
+
+
+def test_the_recall_sentence_says_who_falls_and_who_holds() -> None:
+    acc = pd.DataFrame({"model": ["rnn", "rnn", "lstm", "lstm"], "distance": [1, 64, 1, 64],
+                        "accuracy": [0.91, 0.68, 1.0, 0.99], "n": 8, "trained": [True, False] * 2,
+                        "chance": 0.125})
+    summary = pd.DataFrame({"model": ["rnn", "lstm"], "decay_per_step": [-0.077, -0.03],
+                            "key_over_near": [0.029, 0.13]})
+    paths = pd.DataFrame({"model": ["rnn", "lstm"], "n": [64, 64], "path_length": [64, 64]})
+    s = story.recall_text({"accuracy": acc, "summary": summary, "paths": paths})
+    assert "rnn 0.91 → 0.68" in s and "a clear fall (rnn loses 0.23)" in s
+    assert "lstm hold" in s and "trained on distances 1–1" in s and "rnn ×0.838 per step back" in s
+    flat = story.recall_text({"accuracy": acc.assign(accuracy=0.9), "summary": summary, "paths": paths})
+    assert "a weak effect" in flat

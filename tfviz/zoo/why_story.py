@@ -21,6 +21,8 @@ import pandas as pd
 # a strong effect, in the sentences below: accuracy gaps of this much or more; alignment this high
 CLEAR_GAP = 0.2
 CLEAR_ALIGNMENT = 0.8
+HELD = 0.05  # a model that loses at most this much accuracy "holds"
+LEARNED = 0.5  # best accuracy below this: the model did not learn the task
 
 
 def read_results(folder: str | Path) -> dict[str, dict[str, pd.DataFrame]]:
@@ -101,17 +103,23 @@ def recall_text(frames: dict[str, pd.DataFrame]) -> str:
                      for m in models)
     drops = {m: _acc(acc, m, "distance", near) - _acc(acc, m, "distance", far) for m in models}
     worst = max(drops, key=drops.get)
-    strength = ("a clear fall" if drops[worst] >= CLEAR_GAP else
+    held = [m for m in models if drops[m] <= HELD]
+    strength = (f"a clear fall ({worst} loses {drops[worst]:.2f})" if drops[worst] >= CLEAR_GAP else
                 "a weak effect: every model stays within "
                 f"{max(drops.values()):.2f} of its own best")
+    if held and drops[worst] >= CLEAR_GAP:
+        strength += f"; {' and '.join(held)} hold (lose at most {HELD})"
+    trained = acc.loc[acc["trained"].astype(bool), "distance"]
+    if len(trained) and far > trained.max():
+        strength += f"; trained on distances {int(trained.min())}–{int(trained.max())}"
     grads = "; ".join(f"{r.model} ×{10 ** r.decay_per_step:.3f} per step back "
-                      f"(the key's gradient is {r.key_over_near:.1e} of the nearest filler's)"
+                      f"(at the key: {r.key_over_near:.2g} × the gradient one step before the question)"
                       for r in summ.itertuples())
     n_max = int(paths["n"].max())
     pl = "; ".join(f"{m} {int(paths[(paths.model == m) & (paths.n == n_max)].path_length.iloc[0])}"
                    for m in dict.fromkeys(paths["model"]))
-    return (f"Accuracy from distance {near} to {far} (chance {chance:.3f}): {accs} — {strength} "
-            f"({worst} loses {drops[worst]:.2f}). Gradient reaching earlier tokens: {grads}. "
+    return (f"Accuracy from distance {near} to {far} (chance {chance:.3f}): {accs} — {strength}. "
+            f"Gradient reaching earlier tokens: {grads}. "
             f"Longest path between two of {n_max} tokens: {pl} steps.")
 
 
@@ -128,6 +136,9 @@ def bottleneck_text(frames: dict[str, pd.DataFrame]) -> str:
     worst = max(gap, key=gap.get)
     verdict = (f"{worst} falls most ({gap[worst]:.2f})" if gap[worst] >= CLEAR_GAP else
                f"the effect is weak: no model falls more than {gap[worst]:.2f}")
+    best = float(trained["accuracy"].max())
+    if best < LEARNED:
+        verdict = f"no model learned the task (best {best:.2f}): nothing to compare"
     text = (f"Whole output right on fresh sources, length {shortest} → {longest} (trained lengths): "
             f"{at} — {verdict}.")
     if len(beyond):
@@ -160,5 +171,5 @@ def layers_text(views: dict[str, np.ndarray | None], tokens) -> str:
             "say where the information came from, not where one layer looked.")
 
 
-__all__ = ["CLEAR_ALIGNMENT", "CLEAR_GAP", "bottleneck_text", "embeddings_text", "layers_text",
+__all__ = ["CLEAR_ALIGNMENT", "CLEAR_GAP", "HELD", "LEARNED", "bottleneck_text", "embeddings_text", "layers_text",
            "order_text", "read_results", "recall_text"]
