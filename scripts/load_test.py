@@ -489,14 +489,16 @@ async def run_load(url: str, sessions: int, duration: float, model: str, think: 
 # ------------------------------------------------------------------------------ command line
 def _print(s: dict, target: float) -> None:
     ok = "OK " if s["errors"] == 0 and s["render_p95_s"] <= target else "   "
-    print(f"{ok}N={s['sessions']:>3}: (cold first visit {s['cold_first_render_s']} s) first render p50 {s['first_render_p50_s']:.2f} s / p95 "
-          f"{s['first_render_p95_s']:.2f} s (n={s['first_render_n']}); head switch p50 "
-          f"{s['switch_p50_s']:.2f} s / p95 {s['switch_p95_s']:.2f} s (n={s['switch_n']}); all renders "
-          f"p95 {s['render_p95_s']:.2f} s, max {s['render_max_s']}; errors {s['errors']}; "
-          f"load {s['loadavg_before'][0] if s['loadavg_before'] else '?'} -> "
-          f"{s['loadavg_after'][0] if s['loadavg_after'] else '?'}; training steps "
-          f"{s['training_steps_during_run']}", flush=True)
-    for page, v in s.get("per_page", {}).items():
+    load = lambda xs: "/".join(f"{x:.1f}" for x in xs) if xs else "?"  # noqa: E731  (1, 5, 15 min)
+    n = s["first_render_n"] + s["switch_n"]
+    print(f"{ok}N={s['sessions']:>3}: all renders p50 {s['render_p50_s']:.2f} s / p95 {s['render_p95_s']:.2f} s / "
+          f"max {s['render_max_s']} s (n={n}); errors {s['errors']}; load average {load(s['loadavg_before'])} -> "
+          f"{load(s['loadavg_after'])}; training steps {s['training_steps_during_run']}", flush=True)
+    switch = "page switch" if s.get("per_page") else "head switch"
+    print(f"      (cold first visit {s['cold_first_render_s']} s) first render p50 {s['first_render_p50_s']:.2f} s / "
+          f"p95 {s['first_render_p95_s']:.2f} s (n={s['first_render_n']}); {switch} p50 {s['switch_p50_s']:.2f} s / "
+          f"p95 {s['switch_p95_s']:.2f} s (n={s['switch_n']})", flush=True)
+    for page, v in sorted(s.get("per_page", {}).items(), key=lambda kv: -kv[1]["p95_s"]):
         print(f"      {page:>12}: p50 {v['p50_s']:.2f} s / p95 {v['p95_s']:.2f} s / max {v['max_s']:.2f} s "
               f"(n={v['n']})")
     for e in s["error_samples"]:
