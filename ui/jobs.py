@@ -22,10 +22,13 @@ def job_manager():
 
     # At most TFVIZ_MAX_JOBS trainings at once (the rest queue, fairly by session), each session
     # at most TFVIZ_JOBS_PER_SESSION, each run at most TFVIZ_JOB_MAX_MINUTES; torch uses all but
-    # one core, so the web server always has a core to answer with.
+    # one core, so the web server always has a core to answer with. check_budget: a run whose
+    # memory (TFVIZ_TRAIN_MEMORY_MB) or checkpoint (TFVIZ_CHECKPOINT_MB) would not fit is refused
+    # before it is queued, with the estimate and a batch size that fits (tfviz.train.budget).
     threading.Thread(target=_warm_up, daemon=True, name="tfviz-warm-up").start()
     return JobManager(max_concurrent=limits.max_jobs(), torch_threads=max(1, cpu_count() - 1),
-                      per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds())
+                      per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
+                      check_budget=True)
 
 
 def _warm_up() -> None:

@@ -1,7 +1,7 @@
 """The teacher's sidebar panel (only when ``TFVIZ_TEACHER_KEY`` is set): unlock it with the key,
 then publish the selected trained/uploaded model to every session (``tfviz.publish``), or
-withdraw a published one. The key's rules (a minimum length, one check per second server-wide,
-failures logged) are ``tfviz.classroom.teacher.TeacherKey``'s; this is the glue."""
+withdraw a published one, and see and stop every session's trainings. The key's rules (a
+minimum length, one check per second server-wide, failures logged) are ``tfviz.classroom.teacher.TeacherKey``'s; this is the glue."""
 from __future__ import annotations
 
 import os
@@ -83,3 +83,26 @@ def teacher_panel(where, ref: ModelRef) -> None:
         else:
             st.caption("Shipped models are already visible to everyone. Select a model you trained "
                        "or uploaded to publish it.")
+        if st.session_state.get("teacher") and not gate().problem:
+            _trainings()
+
+
+def _trainings() -> None:
+    """Every session's trainings, running and queued, each with a Stop button: the teacher can
+    free the server from a run that blocks the class (the job saves what it learned)."""
+    from .jobs import job_manager
+    from .train_state import jobs_table, status
+
+    manager = job_manager()
+    active = [j for j in manager.jobs() if j.snapshot().active]
+    st.markdown("**Trainings on this server**")
+    if not active:
+        st.caption("None running or queued.")
+        return
+    st.dataframe(jobs_table(active, owners=True), hide_index=True, key="teacher_jobs",
+                 column_order=("session", "run", "state"))
+    for j in active:
+        s = j.snapshot()
+        if st.button(f"Stop {s.name} ({status(s)})", key=f"teacher_stop_{j.id}", icon=":material/stop:"):
+            manager.stop(j.id)
+            st.toast(f"Stopping {s.name}: it saves what it learned so far.")

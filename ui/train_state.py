@@ -174,7 +174,9 @@ def device_of(job) -> str:
         return str(e)
 
 
-def jobs_table(jobs):
+def jobs_table(jobs, owners: bool = False):
+    """One row per job, newest first; ``owners``: a "session" column (the first characters of the
+    owner's session id: enough to tell sessions apart, not to open one)."""
     import pandas as pd
 
     rows = []
@@ -184,6 +186,8 @@ def jobs_table(jobs):
         rows.append({"run": s.name, "task": getattr(j.spec["task"], "name", str(j.spec["task"])),
                      "state": status(s), "progress": s.step / max(s.total_steps, 1),
                      "val acc": None if acc is None else round(acc, 3)})
+        if owners:
+            rows[-1] = {"session": f"{(j.owner or '?')[:4]}…", **rows[-1]}
     return pd.DataFrame(rows)
 
 
