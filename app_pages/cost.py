@@ -6,9 +6,8 @@ import streamlit as st
 from tfviz.bench import live
 from tfviz.bench.attention import LABELS, analytic_frame, label, ratio_table
 from tfviz.device import cpu_count
-from tfviz.viz import (analytic_figure, compact, kv_cache_figure, memory_figure, speed_figure,
-                       time_figure)
-from ui import bench
+from tfviz.viz import cost_figure, kv_cache_figure, speed_figure
+from ui import bench, cache
 from ui.figures import show
 from ui.picker import current_model
 
@@ -68,10 +67,9 @@ else:
     st.info("Nothing measured yet: the curves below are the formulas only. Press **Measure now**.")
 
 if df is not None:
-    show(compact(time_figure(df, pass_shown, labels=LABELS, time_col=clock[0],
-                             y_title=f"{clock[1]} per call (s)")),
-         key="cost_time", data=df, filename="attention-time")
-    show(compact(memory_figure(df, pass_shown, labels=LABELS)), key="cost_memory", data=df,
+    show(cache.figure(cost_figure, "time", df, pass_shown, LABELS, time_col=clock[0],
+                      y_title=f"{clock[1]} per call (s)"), key="cost_time", data=df, filename="attention-time")
+    show(cache.figure(cost_figure, "memory", df, pass_shown, LABELS), key="cost_memory", data=df,
          filename="attention-memory")
     st.caption(f"Solid: measured ({clock[2]}; peak memory the call allocated). Dashed: analytic "
                "— memory from the formula as is; time = FLOPs at the variant's own measured speed "
@@ -88,8 +86,8 @@ if df is not None:
 else:
     frame = analytic_frame(settings.ns, window, live.HEADS, live.D_HEAD, live.BATCH, passes=(pass_,),
                            device=dev)
-    show(compact(analytic_figure(frame, "flops", pass_, labels=LABELS)), key="cost_flops", data=frame)
-    show(compact(analytic_figure(frame, "bytes", pass_, labels=LABELS)), key="cost_bytes", data=frame)
+    show(cache.figure(cost_figure, "flops", frame, pass_, LABELS), key="cost_flops", data=frame)
+    show(cache.figure(cost_figure, "bytes", frame, pass_, LABELS), key="cost_bytes", data=frame)
     st.markdown(live.honest_windows(frame, pass_))
 
 st.subheader("KV cache: MHA vs GQA vs MQA")

@@ -49,8 +49,9 @@ n_global = c[2].slider("global tokens g", 0, 4, 1, key="mask_global")
 n_pad = c[3].slider("pad tokens", 1, 8, 3, key="mask_pads")
 pad_id = cfg.pad_id if cfg.pad_id is not None else tok.pad_id
 padded, is_pad = pad_layout(ids, n_pad, causal, pad_id)
-show(masks_side_by_side(all_masks(len(padded), causal, window, n_global, is_pad),
-                        tok.tokens_of(padded), title="All four masks (for the padded input)"),
+show(cache.figure(masks_side_by_side, {k: v.numpy() for k, v in
+                                       all_masks(len(padded), causal, window, n_global, is_pad).items()},
+                  tok.tokens_of(padded), title="All four masks (for the padded input)"),
      key="mask_overview")
 st.caption(describe(causal))
 
@@ -72,9 +73,9 @@ except ValueError as e:
     st.error(str(e))
     st.stop()
 layer, head = layer_head(cfg, "mask")
-side_by_side((mask_grid(mask, tokens, title=f"{kind} mask"), "mask_grid"),
-             (head_heatmap(masked[layer, head], tokens, title=f"Layer {layer} head {head} under this mask"),
-              "mask_pattern"))
+side_by_side((cache.figure(mask_grid, mask, tokens, title=f"{kind} mask"), "mask_grid"),
+             (cache.figure(head_heatmap, masked[layer, head], tokens,
+                           title=f"Layer {layer} head {head} under this mask"), "mask_pattern"))
 st.metric("Largest attention weight on a blocked pair (all layers and heads)",
           f"{blocked_mass(masked, mask):g}")
 if w is not None:
@@ -82,8 +83,8 @@ if w is not None:
             "so the pattern shows what the mask removes, not what a model trained with it would "
             "learn.")
 if base is not None:
-    show(head_heatmap(base[layer, head], tokens, title=f"The same head without the {kind} mask"),
-         key="mask_unmasked")
+    show(cache.figure(head_heatmap, base[layer, head], tokens,
+                      title=f"The same head without the {kind} mask"), key="mask_unmasked")
 
 st.subheader("No peeking: edit a later token")
 if len(x) < 2:
@@ -93,13 +94,13 @@ pos = position_slider(st, "Edit the token at position p", 1, len(x) - 1, len(x) 
 new = choice(st, "Replace it with", range(min(tok.vocab_size, cfg.vocab_size)), "mask_edit_token",
              (x[pos] + 1) % tok.vocab_size, format_func=lambda i: f"{tok.display(i)!r} (id {i})")
 run = (lambda y: (inp.src_ids, y)) if encdec else (lambda y: (y,))
-before = lm.forward(*[torch.tensor([v]) for v in run(x)])
-after = lm.forward(*[torch.tensor([v]) for v in run(edit_token(x, pos, new))])
+before = torch.from_numpy(cache.logits(lm, run(x)))  # shared: computed once per (model, text, edit)
+after = torch.from_numpy(cache.logits(lm, run(edit_token(x, pos, new))))
 delta = logit_change(before, after)
 labels = tok.tokens_of(x)
 labels[pos] = f"{labels[pos]}→{tok.display(new)}"
-show(logit_change_bars(delta, labels, pos,
-                       title=f"Max |Δ logit| per position after editing position {pos}"),
+show(cache.figure(logit_change_bars, delta, labels, pos,
+                  title=f"Max |Δ logit| per position after editing position {pos}"),
      key="mask_nopeek")
 c = st.columns(2)
 c[0].metric(f"before p (positions 0–{pos - 1})", f"{delta[:pos].max():g}")

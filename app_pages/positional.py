@@ -72,7 +72,8 @@ def learned() -> None:
 
 def rope() -> None:
     d_head, freqs = rope_setup(lm.model if lm is not None else None, stack)
-    show(rope_frequencies(freqs.numpy(), context_length=cfg.max_len if cfg else None), key="pos_rope_freqs")
+    show(cache.figure(rope_frequencies, freqs.numpy(), context_length=cfg.max_len if cfg else None),
+         key="pos_rope_freqs")
     c = st.columns(3)
     n_pos = c[0].slider("positions shown", 8, 128, 48, key="pos_rope_n")
     pair = min(d_head // 2 - 1, c[1].slider("dimension pair i", 0, max(1, d_head // 2 - 1), 0, key="pos_rope_pair"))
@@ -97,7 +98,7 @@ def rope() -> None:
     if real:
         st.caption(rope_caption(name, layer, head, (tokens[m], m), (tokens[n], n), grid[m, n], model_score))
     side_by_side((anim, "pos_rope_anim"),
-                 (rope_relative_scores(grid, title=f"q·k over (m, n), {label}"), "pos_rope_grid",
+                 (cache.figure(rope_relative_scores, grid, title=f"q·k over (m, n), {label}"), "pos_rope_grid",
                   "The same q placed at every position m and k at every n: the score depends only on "
                   "m − n, so every diagonal is constant (q·k before the 1/√d_head)."))
 

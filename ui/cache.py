@@ -9,7 +9,8 @@ lm.lock``). Results are plain data (numpy arrays, DataFrames, figures): ``st.cac
 every caller its own copy, so nothing a page does to a result leaks into another session.
 
 To add one: a private ``@st.cache_data`` function whose first arguments are ``path, mtime`` and
-whose model argument is ``_lm``, and a public wrapper that passes ``*lm.key``.
+whose model argument is ``_lm``, and a public wrapper that passes ``*lm.key``. A figure built from
+plain data: ``show(cache.figure(viz_function, *data), key)`` (built once per server, read-only).
 """
 from __future__ import annotations
 
@@ -242,6 +243,18 @@ def mask_patterns(lm, inputs: tuple, pads: tuple | None, window: int | None, n_g
     return _mask_patterns(*lm.key, tuple(tuple(x) for x in inputs), pads, window, n_global, stack, lm)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def _logits(path: str, mtime: int, inputs: tuple, _lm) -> np.ndarray:
+    import torch
+
+    return _lm.forward(*[torch.tensor([list(x)], dtype=torch.long) for x in inputs]).float().numpy()
+
+
+def logits(lm, inputs: tuple) -> np.ndarray:
+    """The model's output logits for one input ((ids,) or (src ids, ids)), [1, pos, vocab]."""
+    return _logits(*lm.key, tuple(tuple(x) for x in inputs), lm)
+
+
 @st.cache_data(max_entries=64, show_spinner="Generating…")
 def _generation(path, mtime, prompt, src, n, temperature, top_k, seed, eos, _lm):
     from tfviz import generation as g
@@ -260,8 +273,25 @@ def generation(lm, prompt: str, src: str | None, n: int, temperature: float, top
     return _generation(*lm.key, prompt, src, n, temperature, top_k, seed, eos, lm)
 
 
+# ------------------------------------------------------------------------------ figures
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _figure(name: str, args: tuple, kwargs: dict, _builder):
+    return _builder(*args, **kwargs)
+
+
+def figure(builder, *args, **kwargs):
+    """``builder(*args, **kwargs)`` (a ``tfviz.viz`` figure function), built once per server for
+    these exact arguments and shared by every session that shows them. Building and validating a
+    Plotly figure costs 0.1-1 s of CPU (RoPE's 48-frame animation: 1 s just to copy it out of
+    ``st.cache_data``), paid on every rerun of every session before; a shared figure is only read
+    (``ui.figures.show`` copies it to restyle it, and builds its CSV only when asked). Arguments
+    must be hashable by Streamlit (numpy arrays, DataFrames, plain values: not torch tensors), and
+    a caller must never change the figure it gets."""
+    return _figure(f"{builder.__module__}.{builder.__qualname__}", args, kwargs, builder)
+
+
 # ------------------------------------------------------------------------------ no model
-@st.cache_data(max_entries=32, show_spinner=False)
+@st.cache_resource(max_entries=32, show_spinner=False)  # a figure, shared read-only (see figure)
 def _rope_rotation(q_pair: tuple, freq: float, n_pos: int, k_pair: tuple, n: int, pair: int,
                    title: str):
     from tfviz.viz import rope_rotation_animation

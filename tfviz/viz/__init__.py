@@ -24,8 +24,8 @@ They never import torch or streamlit and never see a model: callers pass the rec
 from .attention import (cross_attention_alignment, head_heatmap, heads_grid, pattern_frame,
                         pronoun_probe, pronoun_probe_frame)
 from .bias import alibi_bias, t5_bias, t5_buckets
-from .cost import (analytic_figure, compact, kv_cache_figure, memory_figure, speed_figure,
-                   time_figure)
+from .cost import (analytic_figure, compact, cost_figure, kv_cache_figure, memory_figure,
+                   speed_figure, time_figure)
 from .data import cosine_similarity, figure_data
 from .embeddings import analogy_bars, embedding_map, one_hot_vs_learned
 from .generation import (generated_tokens_html, generation_attention, generation_frame,
@@ -47,7 +47,8 @@ from .training import loss_curves, snapshot_player
 __all__ = [
     "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "TEMPLATE", "across_layers_grid",
     "alibi_bias", "analogy_bars", "analytic_figure", "bag_of_words_bars",
-    "apply_theme", "compact", "cosine_similarity", "cross_attention_alignment", "default_dims",
+    "apply_theme", "compact", "cost_figure", "cosine_similarity", "cross_attention_alignment",
+    "default_dims",
     "embedding_map",
     "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
     "generation_frame", "head_heatmap", "head_score_bars", "heads_grid", "inputs_bar",

@@ -149,3 +149,15 @@ def compact(fig: go.Figure, height: int = 430) -> go.Figure:
         fig.update_xaxes(tickvals=xs, ticktext=[f"{x:,.0f}" for x in xs], tickangle=0)
     fig.update_layout(height=height)
     return fig
+
+
+def cost_figure(kind: str, df: pd.DataFrame, pass_: str, labels: dict | None = None, **kwargs) -> go.Figure:
+    """The Cost page's figure ``kind`` ("time", "memory": measured; "flops", "bytes": analytic),
+    compacted (:func:`compact`): one call, so a page can build it once for every session."""
+    if kind == "time":
+        fig = time_figure(df, pass_, labels=labels, **kwargs)
+    elif kind == "memory":
+        fig = memory_figure(df, pass_, labels=labels, **kwargs)
+    else:
+        fig = analytic_figure(df, kind, pass_, labels=labels, **kwargs)
+    return compact(fig)
