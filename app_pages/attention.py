@@ -36,9 +36,9 @@ where = f"{site.label} · layer {layer} · head {head}"
 
 
 def heatmap(key: str) -> None:
-    fig = viz.head_heatmap(pattern, qt, kt, title=where) if site.is_self else \
-        viz.cross_attention_alignment(pattern, kt, qt, inp.alignment, title=where)
-    show(fig, key, data=viz.pattern_frame(pattern, qt, kt), filename=f"{site.label} L{layer} H{head}")
+    fig = cache.figure(viz.head_heatmap, pattern, qt, kt, title=where) if site.is_self else \
+        cache.figure(viz.cross_attention_alignment, pattern, kt, qt, inp.alignment, title=where)
+    show(fig, key, data=lambda: viz.pattern_frame(pattern, qt, kt), filename=f"{site.label} L{layer} H{head}")
 
 
 def all_heads() -> None:

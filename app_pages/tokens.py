@@ -87,10 +87,11 @@ if len(ids) < 2:
     st.warning("Pick at least two tokens to compare.")
 else:
     names = [labels[i] for i in ids]
-    side_by_side((similarity_heatmap(one_hot(ids, vocab), names, title="One-hot vectors: cosine"),
+    side_by_side((cache.figure(similarity_heatmap, one_hot(ids, vocab), names, title="One-hot vectors: cosine"),
                   "tok_onehot_sim", "One-hot: every token is its own axis, so all pairs are "
                   "orthogonal (identity)."),
-                 (similarity_heatmap(embedding_matrix(loaded.model, vocab, rows=ids), names, title="Learned embed.weight: cosine"),
+                 (cache.figure(similarity_heatmap, embedding_matrix(loaded.model, vocab, rows=ids), names,
+                               title="Learned embed.weight: cosine"),
                   "tok_learned_sim", f"Rows of {loaded.ref.label}'s trained `embed.weight` "
                   f"({loaded.config.d_model} dimensions)."))
 

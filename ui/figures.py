@@ -47,7 +47,8 @@ def charts_later() -> bool:
 
 def show(fig, key: str, *, data=None, filename: str | None = None, on_select=None):
     """Render ``fig`` with tfviz's own theme (``theme=None``), a PNG button in the modebar, and a
-    CSV download of ``data`` (a DataFrame; default: the figure's own data in long form).
+    CSV download of ``data`` (a DataFrame, or a function returning one, called only when the
+    button is clicked; default: the figure's own data in long form).
     Returns the chart's selection state when ``on_select`` is given."""
     name = _slug(filename or key)
     if _viewer_uses_dark_theme():  # light ink on a dark page; a copy, figures may be cached
@@ -61,8 +62,9 @@ def show(fig, key: str, *, data=None, filename: str | None = None, on_select=Non
     st.session_state[_CHARTS_DRAWN] = True
 
     def csv() -> bytes:  # built when the button is clicked: a figure's long-form table took up to
-        frame = figure_data(fig) if data is None else data  # 4.5 s per render (RoPE's 48 frames),
-        return frame.to_csv(index=False).encode()           # for every session, every rerun
+        # 4.5 s per render (RoPE's 48 frames), for every session, every rerun
+        frame = figure_data(fig) if data is None else data() if callable(data) else data
+        return frame.to_csv(index=False).encode()
 
     st.download_button("Download data (CSV)", csv, f"{name}.csv", "text/csv", key=f"{key}-csv",
                        icon=":material/download:")
