@@ -150,7 +150,7 @@ def measure_bottleneck(models: dict[str, torch.nn.Module], task, n: int = 256,
     for label, m in models.items():
         acc.append(accuracy_by_length(m, task, lengths, n=n).assign(model=label))
         if not lacks(m, "cross_attention"):
-            align.append(alignment_by_length(m, task).assign(model=label))
+            align.append(alignment_by_length(m, task, n=min(n, 64)).assign(model=label))
     return {"accuracy": pd.concat(acc, ignore_index=True),
             "alignment": pd.concat(align, ignore_index=True) if align else pd.DataFrame()}
 
@@ -174,7 +174,9 @@ def load(experiment: str, folder: str | Path | None = None):
 
 
 def build_experiment(e: Experiment, out: Path, steps: int | None = None,
-                     log: Callable[[str], None] = print) -> dict[str, Any]:
+                     log: Callable[[str], None] = print, n: int = 256) -> dict[str, Any]:
+    """Train every model of ``e`` with its one budget, save each, measure the saved files (``n``
+    fresh inputs per distance / length) -> the experiment's results (JSON-able)."""
     torch.set_num_threads(1)
     out.mkdir(parents=True, exist_ok=True)
     task = make_task(e.task)
@@ -193,7 +195,7 @@ def build_experiment(e: Experiment, out: Path, steps: int | None = None,
                                                        "final": result.final})
         log(f"{e.file(label)}: {tc.steps} steps in {timings[label]} s")
     models, task = load(e.name, out)  # measured as a user loading the files gets them
-    frames = MEASURES[e.name](models, task)
+    frames = MEASURES[e.name](models, task, n=n)
     return {"experiment": e.name, "about": e.about, "task": task.spec(), "train": tc.to_dict(),
             "train_seconds": timings, "tried": list(e.tried),
             "command": COMMAND + (f" --steps {steps}" if steps else ""),
