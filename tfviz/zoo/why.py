@@ -267,3 +267,41 @@ def build(names=None, out: str | Path | None = None, steps: int | None = None,
     atomic_write(summary_path, json.dumps(results, indent=1, default=float).encode())
     atomic_write(out / "README.md", readme(results).encode())
     return results
+
+
+# ------------------------------------------------------------------------------------ for pages
+MAX_RESULTS_BYTES = 16 * 2**20
+
+
+def load_results(folder: str | Path | None = None) -> dict[str, dict]:
+    """The measured results of the built experiments (``why.json``, written by ``build`` from the
+    saved checkpoints), {} when none were built."""
+    path = why_dir(folder) / "why.json"
+    if not path.is_file() or path.stat().st_size > MAX_RESULTS_BYTES:
+        return {}
+    return json.loads(path.read_text())
+
+
+def frames(results: dict, experiment: str) -> dict[str, pd.DataFrame]:
+    """An experiment's measured tables as DataFrames (what the figures draw)."""
+    r = results[experiment]
+    return {k: pd.DataFrame(r[k]) for k in ("accuracy", "gradient", "paths", "summary", "alignment")
+            if k in r}
+
+
+def alignment_example(model, task, length: int, index: int = 0, seed: int = 7000) -> dict[str, Any]:
+    """One fresh source of ``length`` symbols: the model's cross-attention recorded on it (a
+    transformer: its last decoder layer, heads averaged; a recurrent model: its additive
+    attention) -> pattern [tgt_pos, src_pos], src / tgt token texts, the reversal's (target
+    position, source position) pairs, the recorded hook name, and the share aligned."""
+    examples = fresh_at_length(task, length, index + 1, seed + length).examples("test")
+    if not examples:
+        raise ValueError(f"every source of length {length} was in the training split: none is fresh")
+    ex = examples[min(index, len(examples) - 1)]
+    pats = cross_attention(model, ex.src, ex.tokens)
+    name = sorted(pats)[-1]
+    pattern = pats[name].mean(0)
+    tok = task.tokenizer
+    pairs = reverse_alignment(length)
+    return {"pattern": pattern, "src": tok.tokens_of(ex.src), "tgt": tok.tokens_of(ex.tokens),
+            "alignment": pairs, "name": name, "share": alignment_share(pattern, pairs)}
