@@ -125,19 +125,22 @@ def measure_recall(models: dict[str, torch.nn.Module], task, n: int = 256,
 
 def alignment_by_length(model, task, lengths=(4, 8, 10, 12, 16), n: int = 64, seed: int = 5000) -> pd.DataFrame:
     """Share of decoder positions whose strongest cross-attention weight (the last decoder layer's,
-    heads averaged, for a transformer; the one additive attention otherwise) is on the source
-    position the reversal reads, averaged over fresh sources of each length."""
+    heads averaged, for a transformer; the one additive attention otherwise) is on the source token
+    the reversal makes it produce (``alignment``), or on the source token it reads as its input
+    (``alignment_input``: one position earlier), averaged over fresh sources of each length."""
     rows = []
     for L in lengths:
         examples = fresh_at_length(task, L, n, seed + L).examples("test")
         if not examples:
             continue
-        shares = []
+        out, inp = [], []
         for ex in examples:
             pats = cross_attention(model, ex.src, ex.tokens)
             p = pats[sorted(pats)[-1]].mean(0)  # [q_pos, k_pos]
-            shares.append(alignment_share(p, reverse_alignment(L)))
-        rows.append({"length": L, "alignment": float(np.mean(shares)), "n": len(examples)})
+            out.append(alignment_share(p, reverse_alignment(L)))
+            inp.append(alignment_share(p, reverse_alignment(L, "input")))
+        rows.append({"length": L, "alignment": float(np.mean(out)), "alignment_input": float(np.mean(inp)),
+                     "n": len(examples)})
     return pd.DataFrame(rows)
 
 
@@ -246,10 +249,26 @@ def readme(results: dict[str, dict]) -> str:
         lines += ["", "Tokens right:", ""]
         lines += _table(b["accuracy"], "length", "model", "token_accuracy")
         lines += ["", "Alignment: share of decoder positions whose strongest cross-attention weight "
-                      "is on the source token they reverse:", ""]
+                      "is on the source token they must produce:", ""]
         lines += _table(b["alignment"], "length", "model", "alignment")
+        lines += ["", "... and on the source token they read as input (the one produced a step "
+                      "earlier):", ""]
+        lines += _table(b["alignment"], "length", "model", "alignment_input")
         lines.append("")
     return "\n".join(lines)
+
+
+def remeasure(names=None, folder: str | Path | None = None, n: int = 256) -> dict[str, dict]:
+    """Measure the saved checkpoints of the named experiments again (no training) and rewrite
+    folder/why.json and README.md: after a change to what is measured."""
+    folder = why_dir(folder)
+    results = load_results(folder)
+    for name in names or [k for k in EXPERIMENTS if k in results]:
+        models, task = load(name, folder)
+        results[name].update({k: v.to_dict("records") for k, v in MEASURES[name](models, task, n=n).items()})
+    atomic_write(folder / "why.json", json.dumps(results, indent=1, default=float).encode())
+    atomic_write(folder / "README.md", readme(results).encode())
+    return results
 
 
 def build(names=None, out: str | Path | None = None, steps: int | None = None,
@@ -304,4 +323,5 @@ def alignment_example(model, task, length: int, index: int = 0, seed: int = 7000
     tok = task.tokenizer
     pairs = reverse_alignment(length)
     return {"pattern": pattern, "src": tok.tokens_of(ex.src), "tgt": tok.tokens_of(ex.tokens),
-            "alignment": pairs, "name": name, "share": alignment_share(pattern, pairs)}
+            "alignment": pairs, "name": name, "share": alignment_share(pattern, pairs),
+            "share_input": alignment_share(pattern, reverse_alignment(length, "input"))}
