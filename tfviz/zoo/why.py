@@ -16,8 +16,9 @@ saved files on fresh inputs:
 
     python -m tfviz.zoo why [--steps N] [--out DIR]     train, save, measure, write DIR/README.md
 
-``measure_recall`` / ``measure_bottleneck`` take any models and task (the pages call them on the
-shipped files); everything they return is a DataFrame the figures in ``tfviz.viz.longrange`` draw.
+``measure_recall`` / ``measure_bottleneck`` take any models and task; everything they return is a
+DataFrame the figures in ``tfviz.viz.longrange`` draw. The Why attention page reads them back
+from why.json (``tfviz.zoo.why_story.read_results``, ``ui.why``).
 """
 from __future__ import annotations
 
@@ -288,7 +289,7 @@ def build(names=None, out: str | Path | None = None, steps: int | None = None,
     return results
 
 
-# ------------------------------------------------------------------------------------ for pages
+# ------------------------------------------------------------------------------------ reading back
 MAX_RESULTS_BYTES = 16 * 2**20
 
 
@@ -299,29 +300,3 @@ def load_results(folder: str | Path | None = None) -> dict[str, dict]:
     if not path.is_file() or path.stat().st_size > MAX_RESULTS_BYTES:
         return {}
     return json.loads(path.read_text())
-
-
-def frames(results: dict, experiment: str) -> dict[str, pd.DataFrame]:
-    """An experiment's measured tables as DataFrames (what the figures draw)."""
-    r = results[experiment]
-    return {k: pd.DataFrame(r[k]) for k in ("accuracy", "gradient", "paths", "summary", "alignment")
-            if k in r}
-
-
-def alignment_example(model, task, length: int, index: int = 0, seed: int = 7000) -> dict[str, Any]:
-    """One fresh source of ``length`` symbols: the model's cross-attention recorded on it (a
-    transformer: its last decoder layer, heads averaged; a recurrent model: its additive
-    attention) -> pattern [tgt_pos, src_pos], src / tgt token texts, the reversal's (target
-    position, source position) pairs, the recorded hook name, and the share aligned."""
-    examples = fresh_at_length(task, length, index + 1, seed + length).examples("test")
-    if not examples:
-        raise ValueError(f"every source of length {length} was in the training split: none is fresh")
-    ex = examples[min(index, len(examples) - 1)]
-    pats = cross_attention(model, ex.src, ex.tokens)
-    name = sorted(pats)[-1]
-    pattern = pats[name].mean(0)
-    tok = task.tokenizer
-    pairs = reverse_alignment(length)
-    return {"pattern": pattern, "src": tok.tokens_of(ex.src), "tgt": tok.tokens_of(ex.tokens),
-            "alignment": pairs, "name": name, "share": alignment_share(pattern, pairs),
-            "share_input": alignment_share(pattern, reverse_alignment(length, "input"))}
