@@ -195,6 +195,13 @@ def test_cross_attention_of_both_families_and_alignment_share(reverse):
     with pytest.raises(ValueError, match="no attention over the source"):
         cross_attention(RecurrentModel(RecurrentConfig(arch="encoder-decoder", vocab_size=20)), [3], [2])
     assert reverse_alignment(3) == [(0, 2), (1, 1), (2, 0)]
+    assert reverse_alignment(3, "input") == [(1, 2), (2, 1), (3, 0)]  # decoder token i = target i - 1
+    for L in (2, 5):  # against the task's own layout: the token each position reads / produces
+        ex = fresh_at_length(reverse, L, 1, 3).examples("test")
+        for i, j in reverse_alignment(L, "input") if ex else []:
+            assert ex[0].tokens[i] == ex[0].src[j]
+        for i, j in reverse_alignment(L) if ex else []:
+            assert ex[0].targets[i] == ex[0].src[j]
     p = np.eye(4)[::-1][:, :]  # query i looks at key 3 - i
     assert alignment_share(p, reverse_alignment(4)) == 1.0
     assert alignment_share(np.eye(4), reverse_alignment(4)) == 0.0  # query i looks at key i

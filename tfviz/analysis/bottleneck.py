@@ -43,7 +43,7 @@ def fresh_at_length(task, length: int, n: int, seed: int):
     # every source of this length not trained on, drawn in all three splits of a task whose
     # train and validation splits hold one source each (the smallest a task has)
     spec = {**task.spec(), "seed": seed, "min_len": length, "max_len": length,
-            "n_train": 1, "n_val": 1, "n_test": min(possible, want + seen_here) - 2}
+            "n_train": 1, "n_val": 1, "n_test": min(possible - 2, want + seen_here)}
     built = make_task(spec)
     keep = [ex for split in ("test", "validation", "train") for ex in built.examples(split)
             if ex.meta["source"] not in seen][:n]
@@ -84,10 +84,17 @@ def cross_attention(model, src: Sequence[int], tgt: Sequence[int]) -> dict[str, 
     return {name: rec[name][0].float().numpy() for name in names}
 
 
-def reverse_alignment(src_len: int) -> list[tuple[int, int]]:
-    """(decoder position i, source position): position i predicts target token i, which is source
-    token src_len - 1 - i (the final position, predicting [EOS], has none)."""
-    return [(i, src_len - 1 - i) for i in range(src_len)]
+def reverse_alignment(src_len: int, reads: str = "output") -> list[tuple[int, int]]:
+    """(decoder position i, source position) pairs of the reverse task. ``reads="output"``: the
+    source token position i must produce (target token i = source token src_len - 1 - i; the
+    final position, predicting [EOS], has none). ``reads="input"``: the source token position i
+    reads as its input (decoder token i is target token i - 1 = source token src_len - i; position
+    0 reads [BOS], which has none)."""
+    if reads == "output":
+        return [(i, src_len - 1 - i) for i in range(src_len)]
+    if reads == "input":
+        return [(i, src_len - i) for i in range(1, src_len + 1)]
+    raise ValueError(f"reads must be 'output' or 'input', not {reads!r}")
 
 
 def alignment_share(pattern, pairs: Sequence[tuple[int, int]]) -> float:

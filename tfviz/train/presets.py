@@ -74,6 +74,10 @@ QUICK: dict[str, Preset] = {
                   dict(SMALL, arch="encoder", pos="alibi"), _cpu(600, 30, eval_every=100)),
     "lm": Preset("lm", "previous-token heads; the loss falls well below log(vocab)",
                  dict(SMALL, arch="decoder", pos="rope"), _cpu(400, 20, eval_every=100)),
+    "recall": Preset("recall", "at [SEP] a head attends straight to the key, however many fillers "
+                     "lie between (the Why attention page compares RNNs and LSTMs)",
+                     dict(SMALL, arch="decoder", pos="rope"), _cpu(300, 15),
+                     dict(max_distance=16, n_train=4000, n_val=200, n_test=200)),
 }
 
 GPU_TASK_PARAMS = {"lm": dict(n_sentences=100_000)}  # 5x the text: a bigger model memorises less
@@ -81,7 +85,7 @@ GPU_TASK_PARAMS = {"lm": dict(n_sentences=100_000)}  # 5x the text: a bigger mod
 # had levelled off by about a third of these; early stopping usually ends a run before the cap.
 # Encoder-decoder steps cost about twice a decoder's.
 GPU_STEPS = {"coref": 1000, "induction": 1000, "copy": 800, "reverse": 800, "sort": 800,
-             "translate": 800, "mlm": 1500, "lm": 1500}
+             "translate": 800, "mlm": 1500, "lm": 1500, "recall": 800}
 
 BIGGER: dict[str, Preset] = {
     name: Preset(p.task, p.what, {**p.model, **BIG, **({"n_heads": 4} if name == "induction" else {})},
@@ -145,9 +149,9 @@ def measure(name: str, threads: int = 1) -> dict[str, Any]:
 
     import torch
 
-    from ..model import Transformer
     from ..tasks import make_task
     from .loop import train
+    from .setup import new_model
 
     preset = QUICK[name]
     load_before = os.getloadavg()
@@ -162,7 +166,7 @@ def measure(name: str, threads: int = 1) -> dict[str, Any]:
         torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # its first use imports torch._dynamo
         first: list[float] = []                                   # (the app does that at start-up)
         t1, c1 = time.perf_counter(), time.process_time()
-        result = train(Transformer(model_config), task, train_config,
+        result = train(new_model(model_config, train_config.seed), task, train_config,
                        [lambda e: first.append(time.perf_counter() - t1) if e.kind == "metrics" else None])
         took, cpu = time.perf_counter() - t1, time.process_time() - c1
     finally:

@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--only", nargs="+", metavar="NAME", help="recall and/or bottleneck")
     w.add_argument("--out", default=None, help="output folder (default: the zoo folder's why/)")
     w.add_argument("--steps", type=int, default=None, help="override every model's step count")
+    w.add_argument("--measure-only", action="store_true", help="measure the saved checkpoints again (no training)")
     args = p.parse_args(argv)
 
     torch.set_num_threads(1)  # small models: extra threads only fight over the cores
@@ -38,8 +39,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{s.name:14} {s.kind:11} {s.about}")
             return 0
         if args.command == "why":
-            from .why import build as build_why
-            build_why(args.only, args.out, args.steps)
+            from . import why
+            if args.measure_only:
+                why.remeasure(args.only, args.out)
+            else:
+                why.build(args.only, args.out, args.steps)
             return 0
         if args.command == "build":
             build(args.only, args.out, args.steps)

@@ -16,8 +16,9 @@ saved files on fresh inputs:
 
     python -m tfviz.zoo why [--steps N] [--out DIR]     train, save, measure, write DIR/README.md
 
-``measure_recall`` / ``measure_bottleneck`` take any models and task (the pages call them on the
-shipped files); everything they return is a DataFrame the figures in ``tfviz.viz.longrange`` draw.
+``measure_recall`` / ``measure_bottleneck`` take any models and task; everything they return is a
+DataFrame the figures in ``tfviz.viz.longrange`` draw. The Why attention page reads them back
+from why.json (``tfviz.zoo.why_story.read_results``, ``ui.why``).
 """
 from __future__ import annotations
 
@@ -125,19 +126,22 @@ def measure_recall(models: dict[str, torch.nn.Module], task, n: int = 256,
 
 def alignment_by_length(model, task, lengths=(4, 8, 10, 12, 16), n: int = 64, seed: int = 5000) -> pd.DataFrame:
     """Share of decoder positions whose strongest cross-attention weight (the last decoder layer's,
-    heads averaged, for a transformer; the one additive attention otherwise) is on the source
-    position the reversal reads, averaged over fresh sources of each length."""
+    heads averaged, for a transformer; the one additive attention otherwise) is on the source token
+    the reversal makes it produce (``alignment``), or on the source token it reads as its input
+    (``alignment_input``: one position earlier), averaged over fresh sources of each length."""
     rows = []
     for L in lengths:
         examples = fresh_at_length(task, L, n, seed + L).examples("test")
         if not examples:
             continue
-        shares = []
+        out, inp = [], []
         for ex in examples:
             pats = cross_attention(model, ex.src, ex.tokens)
             p = pats[sorted(pats)[-1]].mean(0)  # [q_pos, k_pos]
-            shares.append(alignment_share(p, reverse_alignment(L)))
-        rows.append({"length": L, "alignment": float(np.mean(shares)), "n": len(examples)})
+            out.append(alignment_share(p, reverse_alignment(L)))
+            inp.append(alignment_share(p, reverse_alignment(L, "input")))
+        rows.append({"length": L, "alignment": float(np.mean(out)), "alignment_input": float(np.mean(inp)),
+                     "n": len(examples)})
     return pd.DataFrame(rows)
 
 
@@ -150,7 +154,7 @@ def measure_bottleneck(models: dict[str, torch.nn.Module], task, n: int = 256,
     for label, m in models.items():
         acc.append(accuracy_by_length(m, task, lengths, n=n).assign(model=label))
         if not lacks(m, "cross_attention"):
-            align.append(alignment_by_length(m, task).assign(model=label))
+            align.append(alignment_by_length(m, task, n=min(n, 64)).assign(model=label))
     return {"accuracy": pd.concat(acc, ignore_index=True),
             "alignment": pd.concat(align, ignore_index=True) if align else pd.DataFrame()}
 
@@ -174,7 +178,9 @@ def load(experiment: str, folder: str | Path | None = None):
 
 
 def build_experiment(e: Experiment, out: Path, steps: int | None = None,
-                     log: Callable[[str], None] = print) -> dict[str, Any]:
+                     log: Callable[[str], None] = print, n: int = 256) -> dict[str, Any]:
+    """Train every model of ``e`` with its one budget, save each, measure the saved files (``n``
+    fresh inputs per distance / length) -> the experiment's results (JSON-able)."""
     torch.set_num_threads(1)
     out.mkdir(parents=True, exist_ok=True)
     task = make_task(e.task)
@@ -193,7 +199,7 @@ def build_experiment(e: Experiment, out: Path, steps: int | None = None,
                                                        "final": result.final})
         log(f"{e.file(label)}: {tc.steps} steps in {timings[label]} s")
     models, task = load(e.name, out)  # measured as a user loading the files gets them
-    frames = MEASURES[e.name](models, task)
+    frames = MEASURES[e.name](models, task, n=n)
     return {"experiment": e.name, "about": e.about, "task": task.spec(), "train": tc.to_dict(),
             "train_seconds": timings, "tried": list(e.tried),
             "command": COMMAND + (f" --steps {steps}" if steps else ""),
@@ -244,10 +250,26 @@ def readme(results: dict[str, dict]) -> str:
         lines += ["", "Tokens right:", ""]
         lines += _table(b["accuracy"], "length", "model", "token_accuracy")
         lines += ["", "Alignment: share of decoder positions whose strongest cross-attention weight "
-                      "is on the source token they reverse:", ""]
+                      "is on the source token they must produce:", ""]
         lines += _table(b["alignment"], "length", "model", "alignment")
+        lines += ["", "... and on the source token they read as input (the one produced a step "
+                      "earlier):", ""]
+        lines += _table(b["alignment"], "length", "model", "alignment_input")
         lines.append("")
     return "\n".join(lines)
+
+
+def remeasure(names=None, folder: str | Path | None = None, n: int = 256) -> dict[str, dict]:
+    """Measure the saved checkpoints of the named experiments again (no training) and rewrite
+    folder/why.json and README.md: after a change to what is measured."""
+    folder = why_dir(folder)
+    results = load_results(folder)
+    for name in names or [k for k in EXPERIMENTS if k in results]:
+        models, task = load(name, folder)
+        results[name].update({k: v.to_dict("records") for k, v in MEASURES[name](models, task, n=n).items()})
+    atomic_write(folder / "why.json", json.dumps(results, indent=1, default=float).encode())
+    atomic_write(folder / "README.md", readme(results).encode())
+    return results
 
 
 def build(names=None, out: str | Path | None = None, steps: int | None = None,
@@ -265,3 +287,16 @@ def build(names=None, out: str | Path | None = None, steps: int | None = None,
     atomic_write(summary_path, json.dumps(results, indent=1, default=float).encode())
     atomic_write(out / "README.md", readme(results).encode())
     return results
+
+
+# ------------------------------------------------------------------------------------ reading back
+MAX_RESULTS_BYTES = 16 * 2**20
+
+
+def load_results(folder: str | Path | None = None) -> dict[str, dict]:
+    """The measured results of the built experiments (``why.json``, written by ``build`` from the
+    saved checkpoints), {} when none were built."""
+    path = why_dir(folder) / "why.json"
+    if not path.is_file() or path.stat().st_size > MAX_RESULTS_BYTES:
+        return {}
+    return json.loads(path.read_text())
