@@ -9,7 +9,8 @@ from ui import cache
 from ui.figures import npz_download, show
 from ui.inputs import model_input
 from ui.picker import current_model
-from ui.widgets import forget_on_model_change, query_picker, remember_table_heads, site_layer_head
+from ui.widgets import (forget_on_model_change, or_stop, query_picker, remember_table_heads,
+                        site_layer_head)
 
 TABS = ["Heatmap", "All heads", "Lines", "Step-through", "Head roles", "Pronoun probe"]
 MODEL_KEYS = ("att_site", "att_layer", "att_head", "att_query", "lines_query", "lines_orientation",
@@ -24,11 +25,7 @@ cfg = lm.config
 forget_on_model_change(lm, "att", MODEL_KEYS)
 if (inp := model_input(lm, "att")) is None:
     st.stop()
-try:
-    arrays = cache.record(lm, inp.key)
-except ValueError as e:
-    st.error(f"The model cannot run on this input: {e}")
-    st.stop()
+arrays = or_stop(lambda: cache.record(lm, inp.key), "The model cannot run on this input: {}")
 site, layer, head = site_layer_head(cfg, "att")
 qt, kt = inp.side(site.q_side), inp.side(site.k_side)
 pattern = arrays[site.name(layer, "hook_pattern")][0, head]  # [q_pos, k_pos]

@@ -10,7 +10,7 @@ from tfviz.model import hook_name
 from ui import cache
 from ui.figures import show
 from ui.picker import current_model
-from ui.widgets import layer_head
+from ui.widgets import layer_head, or_stop
 
 st.title("Generate")
 st.caption("Step 0 reads the whole prompt; each later step feeds only the newest token, whose "
@@ -46,11 +46,8 @@ with st.container(border=True):
     c[4].button("New sample", key="gen_resample", disabled=temperature == 0, icon=":material/casino:",
                 on_click=lambda: ss.update(gen_seed=ss["gen_seed"] + 1), help="seed + 1")
 texts[path].update(prompt=prompt, src=src)
-try:
-    gen = cache.generation(loaded, prompt, src, n, temperature, top_k, seed, eos)
-except ValueError as e:
-    st.warning(f"Cannot generate: {e}")
-    st.stop()
+gen = or_stop(lambda: cache.generation(loaded, prompt, src, n, temperature, top_k, seed, eos),
+              "Cannot generate: {}", st.warning)
 
 tokens = tok.tokens_of(gen.ids)
 unknown = sum(i == tok.unk_id for i in gen.ids[:gen.n_prompt])

@@ -11,7 +11,7 @@ from ui import cache
 from ui.figures import show, side_by_side
 from ui.inputs import model_input
 from ui.picker import current_model
-from ui.widgets import choice, forget_on_model_change, layer_head, position_slider
+from ui.widgets import choice, forget_on_model_change, layer_head, or_stop, position_slider
 
 MAX_TOKENS = 40
 
@@ -65,13 +65,9 @@ mask_choice = MaskChoice(kind, window, n_global, n_pad)
 mask = effective_mask(mask_choice, len(seq), causal, pads).numpy()
 w, g = mask_choice.applied_window, mask_choice.applied_global
 kw = tuple(pads) if padding and stack != "decoder" else None  # the decoder finds pads by pad_id
-try:
-    masked = cache.mask_patterns(lm, inputs(seq), kw, w, g, stack)
-    base = None if kind == "causal / full" or (padding and stack == "decoder") else \
-        cache.mask_patterns(lm, inputs(seq), (False,) * len(seq) if padding else None, None, 0, stack)
-except ValueError as e:
-    st.error(str(e))
-    st.stop()
+masked = or_stop(lambda: cache.mask_patterns(lm, inputs(seq), kw, w, g, stack))
+base = None if kind == "causal / full" or (padding and stack == "decoder") else or_stop(
+    lambda: cache.mask_patterns(lm, inputs(seq), (False,) * len(seq) if padding else None, None, 0, stack))
 layer, head = layer_head(cfg, "mask")
 side_by_side((cache.figure(mask_grid, mask, tokens, title=f"{kind} mask"), "mask_grid"),
              (cache.figure(head_heatmap, masked[layer, head], tokens,

@@ -21,7 +21,7 @@ left, right = st.columns([2, 3], gap="large")
 with left:
     st.subheader("New run")
     a, b = st.columns(2)
-    ts.pick(a, "Task", TASKS, "task", on_change=ts.apply_preset)
+    ts.pick(a, "Task", ts.trainable_tasks(), "task", on_change=ts.apply_preset)
     ts.pick(b, "Preset", ts.presets_for(f["task"], ts.cuda_available()), "preset",
          on_change=ts.apply_preset)
     task_cls, pre = TASKS[f["task"]], ts.current_preset()

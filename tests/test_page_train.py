@@ -175,6 +175,13 @@ def streamlit_warnings(monkeypatch):
         lg.removeHandler(catch)
 
 
+def test_the_task_list_is_the_tasks_with_a_preset(models_dir) -> None:
+    """A task without a preset is not offered (picking it stopped the page with an exception)."""
+    at = open_train("copy")
+    assert at.selectbox(key="train_task").options == [t for t in TASKS if t in QUICK]
+    assert not at.exception
+
+
 def test_changing_task_and_preset_logs_no_warning(models_dir, streamlit_warnings) -> None:
     """Was: 'The widget with key "train_pos" was created with a default value but also had its
     value set via the Session State API' (with a stack trace) in the teacher's terminal."""

@@ -14,11 +14,21 @@ from tfviz.model.hooks import parse_hook_name
 from tfviz.train.presets import CPU, build_configs, presets_for
 
 from .jobs import job_manager, my_jobs, trained_dir
+from .widgets import choice
 
 P = "train_"  # widget key prefix (session_state is shared by every page)
 MODEL_KEYS = ("arch", "pos", "d_model", "n_layers", "n_heads", "n_kv_heads", "window", "attn_only")
 TRAIN_KEYS = ("steps", "batch_size", "lr", "warmup", "seed")
 ATTN_KINDS = ("MHA", "GQA", "MQA")
+
+
+def trainable_tasks() -> list[str]:
+    """The tasks the Train page offers: those with a preset (the form starts from one; a task
+    without one, e.g. a recurrent model's, is trained elsewhere)."""
+    from tfviz.tasks import TASKS
+    from tfviz.train.presets import QUICK
+
+    return [t for t in TASKS if t in QUICK]
 
 
 @st.cache_resource
@@ -218,15 +228,6 @@ def metrics(job, s) -> None:
         g[1].metric("GPU memory", f"{latest['gpu_memory_gib']:.2f} GiB",
                     help="the most memory tensors took on the GPU since the previous update")
         g[2].metric("bf16", "on" if latest.get("bf16") else "off", help="bfloat16 autocast")
-
-
-def choice(where, label: str, options, key: str, **kw):
-    """A selectbox on ``key`` whose kept value is dropped when the options no longer hold it
-    (an architecture the new task lacks; head 3 of a run that had 4, now 2)."""
-    options = list(options)
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = options[0]
-    return where.selectbox(label, options, key=key, **kw)
 
 
 def pick(where, label: str, options, key: str, **kw):

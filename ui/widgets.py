@@ -116,3 +116,13 @@ def metric_row(*items) -> None:
     as help / delta)."""
     for col, item in zip(st.columns(len(items)), items):
         col.metric(item[0], item[1], **(item[2] if len(item) > 2 else {}))
+
+
+def or_stop(compute, message: str = "{}", show=st.error):
+    """``compute()``, or, when it raises ValueError (input the model cannot take: the library's
+    message says why), ``message`` with the reason in ``{}`` shown and the page stopped there."""
+    try:
+        return compute()
+    except ValueError as e:
+        show(message.format(e))
+        st.stop()
