@@ -18,7 +18,9 @@ times are the server's script runs, without a browser drawing the figures):
      the shared model cache, plus the first render of the page's default sentence;
   3. after the load, the explorer's first render of a 32-token sentence (typed into the text box:
      one recorded forward of every layer's attention, the heatmap of layer 0 head 0);
-  4. head switches (the same sentence, another head: the recording is cached, the heatmap redrawn).
+  4. head switches (the same sentence, another head: the recording is cached, the heatmap redrawn);
+  5. every other page's first render on the same model (their default inputs), to show they
+     work on a 124M model with a 50,257-token vocabulary (no target: reported as measured).
 The machine's load average (``os.getloadavg``) is printed with the figures: other people's work
 on a shared machine slows everything here.
 """
@@ -145,6 +147,12 @@ def main(argv=None) -> int:
             at.session_state["att_head"] = h % 12
             switches.append(run_timed(at))
         loads.append(os.getloadavg()[0])
+        pages = {}
+        for page in ("positional", "masks", "generate", "tokens", "attention"):
+            at.switch_page(f"app_pages/{page}.py")
+            pages[page] = run_timed(at)
+            assert not at.error, [e.value for e in at.error]
+        loads.append(os.getloadavg()[0])
     finally:
         if built and not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
@@ -160,6 +168,8 @@ def main(argv=None) -> int:
              statistics.median(switches), TARGETS["head_switch"])]
     for what, seconds, target in rows:
         print(f"{what:<72} {seconds:6.2f} s   target <= {target:g} s {'ok' if seconds <= target else 'OVER'}")
+    for page, seconds in pages.items():
+        print(f"{'app: first render of the ' + page + ' page (its default input)':<72} {seconds:6.2f} s")
     return 0
 
 
