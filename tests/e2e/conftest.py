@@ -62,7 +62,24 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def streamlit_server(browser, tiny_zoo) -> Iterator[Server]:
+def local_models(tmp_path_factory) -> Path | None:
+    """A tiny random GPT-2 folder (tests/hf_folders.py: save_pretrained + tokenizer.json) under a
+    temp TFVIZ_MODELS_DIR, set before the server starts, so its picker lists a *local* model (the
+    Hugging Face cache pointed at an empty folder). None without ``transformers``."""
+    try:
+        import hf_folders
+        import transformers  # noqa: F401
+    except ImportError:
+        return None
+    root = tmp_path_factory.mktemp("models")
+    hf_folders.build("gpt2", root / "models" / "gpt2-tiny")
+    os.environ["TFVIZ_MODELS_DIR"] = str(root / "models")
+    os.environ["HF_HUB_CACHE"] = str(root / "hub")
+    return root / "models" / "gpt2-tiny"
+
+
+@pytest.fixture(scope="session")
+def streamlit_server(browser, tiny_zoo, local_models) -> Iterator[Server]:
     # `browser` first: without Chromium the browser tests skip (or fail in CI) at once, before
     # the tiny zoo is trained and the server started for nothing.
     ARTIFACTS.mkdir(exist_ok=True)
