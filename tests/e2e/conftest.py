@@ -62,7 +62,7 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def local_models(tmp_path_factory) -> Path | None:
+def local_models(tmp_path_factory) -> Iterator[Path | None]:
     """A tiny random GPT-2 folder (tests/hf_folders.py: save_pretrained + tokenizer.json) under a
     temp TFVIZ_MODELS_DIR, set before the server starts, so its picker lists a *local* model (the
     Hugging Face cache pointed at an empty folder). None without ``transformers``."""
@@ -70,12 +70,19 @@ def local_models(tmp_path_factory) -> Path | None:
         import hf_folders
         import transformers  # noqa: F401
     except ImportError:
-        return None
+        yield None
+        return
     root = tmp_path_factory.mktemp("models")
     hf_folders.build("gpt2", root / "models" / "gpt2-tiny")
-    os.environ["TFVIZ_MODELS_DIR"] = str(root / "models")
-    os.environ["HF_HUB_CACHE"] = str(root / "hub")
-    return root / "models" / "gpt2-tiny"
+    env = {"TFVIZ_MODELS_DIR": str(root / "models"), "HF_HUB_CACHE": str(root / "hub")}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield root / "models" / "gpt2-tiny"
+    for k, v in old.items():  # the rest of the session sees the machine's own folders again
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
