@@ -82,7 +82,7 @@ def step_through() -> None:
 
 def head_roles() -> None:
     try:
-        df = cache.head_table(lm, site)
+        df = cache.head_table(lm, site, inp.ids)
     except ValueError as e:
         return st.info(str(e))
     remember_table_heads("att", df)

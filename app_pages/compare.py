@@ -21,6 +21,12 @@ if not family:
     st.info("No checkpoints marked as the positional family yet (the shipped model zoo adds "
             "one model per scheme on one task). Meanwhile, compare any decoder or encoder "
             "checkpoints trained on the same task as the selected model.")
+if not options and lm is not None and lm.task_name is None:
+    st.info(f"**{lm.ref.label}** has no task (it was imported, not trained here), so there is no "
+            "task to evaluate it on at growing lengths. This page compares models trained on one "
+            "task with different positional schemes: pick one of those, or train them on the "
+            "Train page.")
+    st.stop()
 if not options:
     st.warning("Nothing to compare: select a decoder or encoder model in the sidebar (and "
                "train its task with other schemes on the Train page).")

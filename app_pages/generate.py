@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from tfviz import viz
+from tfviz.analysis import explorer
 from tfviz.analysis.cost import kv_cache_bytes
 from tfviz.model import hook_name
 from ui import cache
@@ -50,7 +51,9 @@ gen = or_stop(lambda: cache.generation(loaded, prompt, src, n, temperature, top_
               "Cannot generate: {}", st.warning)
 
 tokens = tok.tokens_of(gen.ids)
-unknown = sum(i == tok.unk_id for i in gen.ids[:gen.n_prompt])
+# [UNK]s the text produced (not an added [BOS] that is also the unk token, as GPT-2's
+# <|endoftext|> is, nor a special literal typed on purpose)
+unknown = len(explorer.unknown_spans(tok, prompt))
 if unknown:
     st.warning(f"{unknown} prompt token(s) are not in this model's vocabulary and became [UNK].")
 st.html(viz.generated_tokens_html(tokens, gen.n_prompt, gen.probs))

@@ -5,7 +5,8 @@ import streamlit as st
 import torch
 
 from tfviz.analysis.masks_demo import (KINDS, MaskChoice, all_masks, blocked_mass, describe,
-                                       edit_token, effective_mask, logit_change, pad_layout)
+                                       edit_token, effective_mask, logit_change, pad_layout,
+                                       pad_token, replacement_choices)
 from tfviz.viz import head_heatmap, logit_change_bars, mask_grid, masks_side_by_side
 from ui import cache
 from ui.figures import show, side_by_side
@@ -47,8 +48,7 @@ kind = c[0].selectbox("Mask", KINDS, key="mask_kind")
 window = position_slider(c[1], "window w", 1, max(1, len(ids)), 3, "mask_window")
 n_global = c[2].slider("global tokens g", 0, 4, 1, key="mask_global")
 n_pad = c[3].slider("pad tokens", 1, 8, 3, key="mask_pads")
-pad_id = cfg.pad_id if cfg.pad_id is not None else tok.pad_id
-padded, is_pad = pad_layout(ids, n_pad, causal, pad_id)
+padded, is_pad = pad_layout(ids, n_pad, causal, pad_token(cfg, tok))
 show(cache.figure(masks_side_by_side, {k: v.numpy() for k, v in
                                        all_masks(len(padded), causal, window, n_global, is_pad).items()},
                   tok.tokens_of(padded), title="All four masks (for the padded input)"),
@@ -87,8 +87,12 @@ if len(x) < 2:
     st.info("Type a longer text: editing a later token needs at least two tokens.")
     st.stop()
 pos = position_slider(st, "Edit the token at position p", 1, len(x) - 1, len(x) // 2, "mask_edit_pos")
-new = choice(st, "Replace it with", range(min(tok.vocab_size, cfg.vocab_size)), "mask_edit_token",
-             (x[pos] + 1) % tok.vocab_size, format_func=lambda i: f"{tok.display(i)!r} (id {i})")
+vocab = min(tok.vocab_size, cfg.vocab_size)
+options = replacement_choices(vocab, x)
+new = choice(st, "Replace it with", options, "mask_edit_token", options[(options.index(x[pos]) + 1) % len(options)],
+             format_func=lambda i: f"{tok.display(i)!r} (id {i})",
+             help=None if len(options) == vocab else f"ids 0–999 and this text's own tokens, of the "
+                                                     f"{vocab:,} in the vocabulary")
 run = (lambda y: (inp.src_ids, y)) if encdec else (lambda y: (y,))
 before = torch.from_numpy(cache.logits(lm, run(x)))  # shared: computed once per (model, text, edit)
 after = torch.from_numpy(cache.logits(lm, run(edit_token(x, pos, new))))

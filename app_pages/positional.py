@@ -4,10 +4,11 @@ import streamlit as st
 
 import tfviz
 from tfviz.analysis.positional import (bias_tables, demo_vector, recorded_qk, rope_setup,
-                                       scheme_tables, sinusoidal_start, stack_tables)
+                                       scheme_tables, sinusoidal_start, stack_tables,
+                                       token_type_table)
 from tfviz.analysis.rope import rope_caption, rope_score_grid
 from tfviz.model import hook_name
-from tfviz.model.positional import SCHEMES as POSITIONAL
+from tfviz.model.positional import ROTARY_PAIRS, SCHEMES as POSITIONAL
 from tfviz.viz import (alibi_bias, default_dims, pe_matrix, pe_waves,
                        position_similarity, rope_frequencies, rope_relative_scores,
                        similarity_vs_distance, t5_bias, t5_buckets)
@@ -19,6 +20,7 @@ from ui.widgets import forget_on_model_change, layer_head, position_slider
 
 SCHEMES = {name: POSITIONAL[name].label for name in ("sinusoidal", "learned", "rope", "alibi", "t5")}
 SECTIONS = list(SCHEMES.values())
+LEARNED_SHOWN = 256  # rows of a learned table shown at first
 
 st.title("Positional encodings")
 st.caption("Attention alone ignores order. Each scheme below tells the model where a token is — "
@@ -59,6 +61,11 @@ def learned() -> None:
         return st.info(f"{name or 'No model'} has no learned position table (it uses "
                        f"{cfg.pos if cfg else 'nothing'}). Pick a model with learned positions in the sidebar.")
     table = stack_tables(tfviz.positional_tables(lm.model), stack)["learned"].numpy()
+    if len(table) > LEARNED_SHOWN:  # GPT-2's 1,024 x 768: a grid no projector shows
+        n = st.slider("positions shown", 16, len(table), LEARNED_SHOWN, step=16, key="pos_learned_n")
+        st.caption(f"The first {n} of the table's {len(table):,} rows (the figures grow with the "
+                   "square of the positions shown).")
+        table = table[:n]
     sin = scheme_tables("sinusoidal", d_model=cfg.d_model + cfg.d_model % 2, n=table.shape[0])["sinusoidal"]
     show(pe_matrix(table, title=f"Learned position table of {name} ({stack or 'model'})"),
          key="pos_learned_matrix")
@@ -68,6 +75,14 @@ def learned() -> None:
                   "pos_learned_dist"))
     st.caption(f"A table has exactly {cfg.max_len} rows: a longer input has no vector, so learned "
                "positions cannot extrapolate.")
+    types = token_type_table(lm.model)
+    if types is not None:  # BERT: a segment vector is added too
+        st.subheader("Token types (segments)")
+        show(pe_matrix(types, title=f"Token-type table of {name}: {len(types)} rows × d_model {cfg.d_model}"),
+             key="pos_token_types")
+        st.caption("Besides its position vector, every token gets the vector of its segment: type 0 "
+                   "for the first sentence (every input on these pages), type 1 for the second "
+                   "sentence of a pair (BERT's next-sentence inputs: [CLS] A [SEP] B [SEP]).")
 
 
 def rope() -> None:
@@ -93,8 +108,13 @@ def rope() -> None:
         st.info("DEMO vectors (random, fixed): " + ("type a text above to rotate a real query." if uses else
                 "the selected model does not use RoPE. Pick a RoPE model in the sidebar for real ones."))
     label, f = "real q/k" if real else "DEMO vectors", float(freqs[pair])
-    anim = cache.rope_rotation(q_vec, k_vec, pair, f, n_pos, n, f"RoPE, {label}: pair {pair}, θ = {f:.4g}")
-    grid = rope_score_grid(q_vec, k_vec, freqs, n_pos).numpy()
+    pairs = ROTARY_PAIRS[cfg.rope_pairs if uses else "interleaved"]  # which dims rotate together
+    a, b = (int(d[pair]) for d in pairs.pair_dims(d_head))
+    if uses:
+        st.caption(f"{name} rotates {pairs.label}: pair {pair} is dimensions ({a}, {b}).")
+    anim = cache.rope_rotation(q_vec, k_vec, pair, f, n_pos, n,
+                               f"RoPE, {label}: pair {pair} (dims {a}, {b}), θ = {f:.4g}", dims=(a, b))
+    grid = rope_score_grid(q_vec, k_vec, freqs, n_pos, pairs.name).numpy()
     if real:
         st.caption(rope_caption(name, layer, head, (tokens[m], m), (tokens[n], n), grid[m, n], model_score))
     side_by_side((anim, "pos_rope_anim"),

@@ -7,7 +7,7 @@ from tfviz import viz
 from tfviz.model.config import ARCHS, POS_SCHEMES
 from tfviz.tasks import TASKS
 from tfviz.train.presets import claim
-from ui import train_state as ts
+from ui import finetune, train_state as ts
 from ui.figures import charts_later, show
 from ui.jobs import job_manager, my_jobs
 
@@ -61,6 +61,8 @@ with left:
             else:
                 st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
     ts.remember()
+    if job_id := finetune.panel(ts.submit):  # an imported decoder on the student's own text
+        st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
 
 jobs = my_jobs()
 with right:

@@ -136,10 +136,16 @@ def text_of(tokenizer, ids) -> str:
     return (" " if tokenizer.kind == "word" else "").join(tokens)
 
 
+NO_TASK_PROMPT = "The cat sat on the mat because"
+
+
 def default_inputs(task, tokenizer) -> tuple[str, str | None]:
     """A sensible (prompt text, source text or None) from the task's first validation example:
     the tokens before the first answer (e.g. '[BOS] 3 1 2 [SEP]', a coref sentence + '[SEP] it'),
-    or about half of a language-model / induction sequence."""
+    or about half of a language-model / induction sequence. Without a task (a model imported from
+    a Hugging Face folder): the start of a plain sentence."""
+    if task is None:
+        return NO_TASK_PROMPT, None
     ex = task.examples("validation")[0]
     if ex.src is not None:
         return tokenizer.display(tokenizer.bos_id), text_of(tokenizer, ex.src)

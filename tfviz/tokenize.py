@@ -201,6 +201,15 @@ class Tokenizer:
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special)
 
     # -- serialisation ---------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        """A hash of ``to_json()`` (computed once): equal for the same vocabulary, rules and
+        specials — a cache key for things built with this tokenizer."""
+        if getattr(self, "_fingerprint", None) is None:
+            import hashlib
+
+            self._fingerprint = hashlib.sha256(self.to_json().encode()).hexdigest()[:32]
+        return self._fingerprint
+
     def to_json(self) -> str:
         data = {"format": FORMAT, "version": 1, "kind": self.kind, "lowercase": self.lowercase,
                 "tokenizer": json.loads(self.backend.to_str())}

@@ -79,16 +79,19 @@ def generation_note(lm) -> str | None:
 
 
 @st.cache_data(max_entries=24, show_spinner="Scoring every head…")
-def _head_table(path: str, mtime: int, site_label: str, _lm):
+def _head_table(path: str, mtime: int, site_label: str, text_ids: tuple | None, _lm):
     site = next(s for s in explorer.sites(_lm.config) if s.label == site_label)
     task = _task(path, mtime, _lm)
     with _lm.lock:  # scoring runs the shared model: hold its lock like LoadedModel.record
-        return explorer.head_table(_lm.model, task, site)
+        return explorer.head_table(_lm.model, task, site, tokenizer=_lm.tokenizer,
+                                   text_ids=None if task is not None else text_ids)
 
 
-def head_table(lm, site):
-    """The per-head score table of ``site`` (ValueError with a reason when it cannot be made)."""
-    return _head_table(*lm.key, site.label, lm)
+def head_table(lm, site, text_ids=None):
+    """The per-head score table of ``site`` (ValueError with a reason when it cannot be made).
+    A model without a task (imported) is scored on ``text_ids``, the text the page shows."""
+    text_ids = None if text_ids is None or task_of(lm) is not None else tuple(text_ids)
+    return _head_table(*lm.key, site.label, text_ids, lm)
 
 
 @st.cache_data(max_entries=64, show_spinner="Finding neighbours…")
@@ -300,10 +303,14 @@ def _rope_rotation(q_pair: tuple, freq: float, n_pos: int, k_pair: tuple, n: int
                                    pair_index=pair, title=title)
 
 
-def rope_rotation(q_vec, k_vec, pair: int, freq: float, n_pos: int, n: int, title: str):
+def rope_rotation(q_vec, k_vec, pair: int, freq: float, n_pos: int, n: int, title: str,
+                  dims: tuple[int, int] | None = None):
     """The RoPE animation of dimension pair ``pair`` of q (placed at positions 0..n_pos-1) and k
-    (at ``n``); 48 frames take a while to build, so it is cached by value."""
-    q, k = (tuple(float(x) for x in v[2 * pair:2 * pair + 2]) for v in (q_vec, k_vec))
+    (at ``n``); 48 frames take a while to build, so it is cached by value. ``dims``: the pair's two
+    dimensions in the model's convention (``ROTARY_PAIRS[...].pair_dims``; default interleaved
+    (2·pair, 2·pair + 1))."""
+    a, b = dims if dims is not None else (2 * pair, 2 * pair + 1)
+    q, k = ((float(v[a]), float(v[b])) for v in (q_vec, k_vec))
     return _rope_rotation(q, float(freq), n_pos, k, n, pair, title)
 
 

@@ -26,7 +26,10 @@ def _tokens_caption(label: str, tokens: list[str]) -> None:
 
 
 def _fit(tok, text: str, like, limit: int, why: str, what: str):
-    prefix, suffix = explorer.layout_of(like, tok.special_ids)
+    # a task's layout, read off its example; without a task (an imported model) the tokenizer's
+    # own template: [CLS] … [SEP] for BERT, <s> … for Llama, nothing for GPT-2
+    prefix, suffix = explorer.layout_of(like, tok.special_ids) if like is not None else \
+        explorer.template_layout(tok)
     try:
         p = explorer.prepare_text(tok, text, prefix, suffix, limit)
     except ValueError as e:

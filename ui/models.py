@@ -5,6 +5,10 @@ Sources, in the order the picker (``ui.picker``) lists them — ``SOURCES``, the
   published  checkpoints/published/*.safetensors  models the teacher chose to share with everyone
   trained    models this browser session trained (its jobs' checkpoints)
   uploaded   files this session uploaded (``ui.uploads``: validated, never unpickled)
+  local      Hugging Face model folders under models/ (TFVIZ_MODELS_DIR) and in the local Hugging
+  hf-cache   Face cache, as ``tfviz.interop.list_models`` finds them (read only, offline), opened
+             with ``tfviz.from_pretrained`` behind a progress bar; a folder that cannot open is
+             not listed but shown with its reason (``unopenable_models``)
 To add a source (e.g. pretrained folders on disk): one ``Source`` in ``SOURCES`` with a function
 listing its ``ModelRef``s and, when it is not a tfviz checkpoint, a ``load(path) -> Checkpoint``.
 
@@ -112,12 +116,83 @@ def _checkpoint(path: str):
     return load_checkpoint(path)
 
 
+# ------------------------------------------------------------------------------ local folders
+LOCAL_SOURCES = {"models": "local", "hf-cache": "hf-cache"}  # ModelInfo.source -> ModelRef.source
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def _local_models(models_dir: str, cache_dir: str) -> list:
+    from tfviz.interop import list_models
+
+    return list_models(models_dir, cache_dir)
+
+
+def local_models() -> list:
+    """``tfviz.interop.list_models()``: every folder under models/ (TFVIZ_MODELS_DIR) and in the
+    Hugging Face cache, from config.json and file sizes alone (re-read every 10 s)."""
+    return _local_models(str(_paths().models_dir()), str(_paths().hf_cache_dir()))
+
+
+def _size(info) -> str:
+    n = info.params or 0
+    params = f"{n / 1e6:,.0f}M" if n >= 1e6 else f"{n / 1e3:,.0f}k" if n else "?"
+    on_disk = f"{info.nbytes / 2**20:,.0f} MB" if info.nbytes >= 2**20 else f"{info.nbytes / 2**10:,.0f} kB"
+    return f"{params} params, {on_disk}"
+
+
+def local_label(info) -> str:
+    """"gpt2 (local · GPT-2 · 124M params, 475 MB)": the picker's line for a folder."""
+    from tfviz.interop import FAMILIES
+
+    family = FAMILIES[info.family].label if info.family in FAMILIES else info.family or "?"
+    return f"{info.name} ({LOCAL_SOURCES[info.source]} · {family} · {_size(info)})"
+
+
+def _local_refs(source: str) -> list[ModelRef]:
+    return [ModelRef(local_label(i), str(i.path), source)
+            for i in local_models() if i.ok and LOCAL_SOURCES[i.source] == source]
+
+
+def local_refs() -> list[ModelRef]:
+    """Every local folder that opens (both local sources)."""
+    return [ref for source in LOCAL_SOURCES.values() for ref in _local_refs(source)]
+
+
+def unopenable_models() -> list[tuple[str, str]]:
+    """(name, reason) of every local folder that cannot open (shown, never selectable)."""
+    return [(f"{i.name} ({LOCAL_SOURCES[i.source]})", _paths().scrub(i.reason))
+            for i in local_models() if not i.ok]
+
+
+def _folder(path: str, progress=None):
+    from tfviz.interop import from_pretrained
+
+    try:
+        return from_pretrained(path, progress=progress)
+    except ValueError as e:  # ModelFolderError: the reason, without the server's paths
+        raise ValueError(_paths().scrub(str(e))) from None
+
+
+def _folder_stamp(root: Path) -> int:
+    """A folder's version: the newest modification time of its files (weights replaced in place
+    make another model, which a folder's own mtime would not show)."""
+    return max((f.stat().st_mtime_ns for f in root.iterdir() if f.is_file()), default=0)
+
+
+def _local_label(path: str) -> str:
+    return next((local_label(i) for i in local_models() if str(i.path) == path), Path(path).name)
+
+
+# ------------------------------------------------------------------------------ the registry
 @dataclass(frozen=True)
 class Source:
     name: str                                    # ModelRef.source, shown in the picker's labels
     refs: Callable[[], list[ModelRef]]           # what it holds now (called on every page run)
-    load: Callable[[str], object] = _checkpoint  # path -> tfviz Checkpoint
+    load: Callable[..., object] = _checkpoint    # path -> tfviz Checkpoint
     private: bool = False                        # this session's own (the teacher may publish it)
+    progress: bool = False                       # load(path, progress=f(fraction, message)): a bar
+    stamp: Callable[[Path], int] = lambda p: p.stat().st_mtime_ns  # the version caches key on
+    label: Callable[[str, str], str] = lambda path, source: f"{Path(path).stem} ({source})"
 
 
 SOURCES: tuple[Source, ...] = (
@@ -125,6 +200,9 @@ SOURCES: tuple[Source, ...] = (
     Source("published", lambda: _scan(published_dir(), "published")),
     Source("trained", lambda: _scan(session_dir() / "trained", "trained"), private=True),
     Source("uploaded", lambda: _scan(session_dir() / "uploaded", "uploaded"), private=True),
+    *(Source(name, lambda name=name: _local_refs(name), load=_folder, progress=True,
+             stamp=_folder_stamp, label=lambda path, _: _local_label(path))
+      for name in LOCAL_SOURCES.values()),
 )
 SOURCE = {s.name: s for s in SOURCES}
 
@@ -142,30 +220,43 @@ def model_cache():
     return ModelCache(max_bytes=limits.model_cache_bytes())
 
 
-def _load(path: str, mtime_ns: int, source: str) -> LoadedModel:
+def _load(path: str, mtime_ns: int, source: str, progress=None) -> LoadedModel:
     from tfviz.storage import CheckpointError
 
+    src = SOURCE[source]
     try:
-        ckpt = SOURCE[source].load(path)
+        ckpt = src.load(path, progress=progress) if src.progress else src.load(path)
     except CheckpointError as e:  # about the file's name, never a server path
         raise ValueError(_paths().scrub(e.for_user(Path(path).name))) from None
     ckpt.model.eval()
-    return LoadedModel(ModelRef(f"{Path(path).stem} ({source})", path, source), ckpt, mtime_ns)
+    return LoadedModel(ModelRef(src.label(path, source), path, source), ckpt, mtime_ns)
 
 
 def load_model(ref: ModelRef) -> LoadedModel:
     """Load (or fetch from the cache) a model; raises ``ValueError`` with a readable reason."""
     from tfviz.classroom.cache import checkpoint_bytes
 
-    p = Path(ref.path)
+    p, src = Path(ref.path), SOURCE[ref.source]
     if not p.exists():  # a file, or a folder for a source that keeps models in folders
         raise ValueError(f"{p.name} is no longer there (deleted?) — pick another model")
-    key = (str(p), p.stat().st_mtime_ns, ref.source)
+    key = (str(p), src.stamp(p), ref.source)
     cache = model_cache()
+    size = lambda m: checkpoint_bytes(m.ckpt)  # noqa: E731
     if key in cache.keys():
-        return cache.get(key, lambda: _load(*key), size=lambda m: checkpoint_bytes(m.ckpt))
-    with st.spinner("Loading model…"):
-        return cache.get(key, lambda: _load(*key), size=lambda m: checkpoint_bytes(m.ckpt))
+        return cache.get(key, lambda: _load(*key), size=size)
+    if not src.progress:
+        with st.spinner("Loading model…"):
+            return cache.get(key, lambda: _load(*key), size=size)
+    name = ref.label.split(" (")[0]
+    bar = st.progress(0.0, text=f"Loading {name}…")  # what is being read, as it is read
+
+    def progress(fraction: float, message: str) -> None:
+        bar.progress(min(max(float(fraction), 0.0), 1.0), text=f"Loading {name}: {message}")
+
+    try:
+        return cache.get(key, lambda: _load(*key, progress), size=size)
+    finally:
+        bar.empty()
 
 
 def shipped(name: str) -> LoadedModel | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from .jobs import housekeeping
-from .models import LoadedModel, available_models, load_model
+from .models import LoadedModel, available_models, load_model, unopenable_models
 from .teacher import teacher_panel
 from .uploads import upload_box
 
@@ -53,7 +53,8 @@ def model_picker(sidebar: bool = True, prefer: str | None = None) -> LoadedModel
     # on_change: a pick in this box becomes "model_path" before the next run's sync above, which
     # would otherwise put the previous model back into the box (the pick never took effect)
     choice = where.selectbox("Model", paths, format_func=lambda p: refs[paths.index(p)].label,
-                             key="model_select", on_change=_picked)
+                             key="model_select", on_change=_picked, help=LOCAL_HELP)
+    local_notes(where)
     st.session_state["model_path"] = choice
     ref = refs[paths.index(choice)]
     try:
@@ -63,6 +64,19 @@ def model_picker(sidebar: bool = True, prefer: str | None = None) -> LoadedModel
         return None
     teacher_panel(where, ref)
     return loaded
+
+
+LOCAL_HELP = ("*local*: a Hugging Face model folder (GPT-2, BERT, Llama, Mistral, Qwen2) under "
+              "models/ on the server, or in its Hugging Face cache — opened offline, never "
+              "downloaded.")
+
+
+def local_notes(where) -> None:
+    """The local folders that cannot open, each with its reason (they are not in the list)."""
+    bad = unopenable_models()
+    if bad:
+        with where.expander(f"{len(bad)} local model folder{'s' if len(bad) > 1 else ''} cannot open"):
+            st.markdown("\n".join(f"- **{name}**: {reason}" for name, reason in bad))
 
 
 def current_model(required: bool = True, prefer: str | None = None) -> LoadedModel | None:

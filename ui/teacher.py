@@ -81,7 +81,7 @@ def teacher_panel(where, ref: ModelRef) -> None:
                 st.session_state["model_path"] = None
                 st.rerun()
         else:
-            st.caption("Shipped models are already visible to everyone. Select a model you trained "
+            st.caption("Shipped and local models are already visible to everyone. Select a model you trained "
                        "or uploaded to publish it.")
         if st.session_state.get("teacher") and not gate().problem:
             _trainings()

@@ -148,9 +148,10 @@ def unique_name(name: str) -> str:
     return out
 
 
-def submit(task, model_config, train_config, name: str) -> str:
+def submit(task, model_config, train_config, name: str, init: str | None = None) -> str:
     """Start a job of this session; ValueError (JobLimitError, BudgetError, QuotaError) when the
-    server's limits refuse it, with the reason."""
+    server's limits refuse it, with the reason. ``init``: fine-tune the model of that folder
+    (``ui.finetune``; ``model_config`` is its config, for the estimates)."""
     from tfviz.classroom.disk import check_room
     from tfviz.train.budget import estimate
     from ui.models import session_id
@@ -158,7 +159,7 @@ def submit(task, model_config, train_config, name: str) -> str:
     check_room(estimate(model_config, train_config).checkpoint, "this training's checkpoint")
     name = unique_name(name)
     return job_manager().submit(model_config, task, train_config, owner=session_id(), name=name,
-                                checkpoint=trained_dir() / f"{name}.safetensors")
+                                checkpoint=trained_dir() / f"{name}.safetensors", init=init)
 
 
 # ------------------------------------------------------------------------------ job display

@@ -62,7 +62,31 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def streamlit_server(browser, tiny_zoo) -> Iterator[Server]:
+def local_models(tmp_path_factory) -> Iterator[Path | None]:
+    """A tiny random GPT-2 folder (tests/hf_folders.py: save_pretrained + tokenizer.json) under a
+    temp TFVIZ_MODELS_DIR, set before the server starts, so its picker lists a *local* model (the
+    Hugging Face cache pointed at an empty folder). None without ``transformers``."""
+    try:
+        import hf_folders
+        import transformers  # noqa: F401
+    except ImportError:
+        yield None
+        return
+    root = tmp_path_factory.mktemp("models")
+    hf_folders.build("gpt2", root / "models" / "gpt2-tiny")
+    env = {"TFVIZ_MODELS_DIR": str(root / "models"), "HF_HUB_CACHE": str(root / "hub")}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield root / "models" / "gpt2-tiny"
+    for k, v in old.items():  # the rest of the session sees the machine's own folders again
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def streamlit_server(browser, tiny_zoo, local_models) -> Iterator[Server]:
     # `browser` first: without Chromium the browser tests skip (or fail in CI) at once, before
     # the tiny zoo is trained and the server started for nothing.
     ARTIFACTS.mkdir(exist_ok=True)

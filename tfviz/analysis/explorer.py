@@ -106,6 +106,14 @@ def layout_of(example_ids: Sequence[int] | None, special_ids: Sequence[int],
     return ids[:i], ids[j:]
 
 
+def template_layout(tokenizer) -> tuple[list, list]:
+    """(prefix, suffix) the tokenizer's own template puts around a text — [CLS] … [SEP] for
+    BERT, <s> … for Llama, nothing for GPT-2 — for a model with no task examples to read the
+    layout from (``layout_of``)."""
+    return layout_of(tokenizer.encode("a", template=True).ids, tokenizer.special_ids,
+                     tokenizer.pad_id)
+
+
 def length_limit(config, cap: int = READABLE_MAX) -> tuple[int, str]:
     """(longest input, why): the positional scheme's limit (learned positions stop at max_len);
     every input stops at ``cap``."""
@@ -115,6 +123,14 @@ def length_limit(config, cap: int = READABLE_MAX) -> tuple[int, str]:
     return cap, f"the explorer shows at most {cap} tokens so that labels stay readable"
 
 
+def unknown_spans(tokenizer, text: str, enc=None) -> list[str]:
+    """The pieces of ``text`` the tokenizer read as its unk token, in order (a typed special
+    literal is not one: GPT-2's "<|endoftext|>" is its unk token too)."""
+    enc = tokenizer.encode(text) if enc is None else enc
+    return [text[s:e] for i, (s, e) in zip(enc.ids, enc.offsets)
+            if i == tokenizer.unk_id and e > s and text[s:e] != tokenizer.display(i)]
+
+
 def prepare_text(tokenizer, text: str, prefix: Sequence[int] = (), suffix: Sequence[int] = (),
                  limit: int = READABLE_MAX) -> Prepared:
     """Tokenize ``text`` with the model's tokenizer, wrap it in ``prefix``/``suffix`` and cut it
@@ -122,8 +138,7 @@ def prepare_text(tokenizer, text: str, prefix: Sequence[int] = (), suffix: Seque
     if not text or not text.strip():
         raise ValueError("the text is empty: type a sentence (or use a task example)")
     enc = tokenizer.encode(text)
-    unknown = list(dict.fromkeys(text[s:e] for i, (s, e) in zip(enc.ids, enc.offsets)
-                                 if i == tokenizer.unk_id and e > s))
+    unknown = list(dict.fromkeys(unknown_spans(tokenizer, text, enc)))
     ids = list(prefix) + list(enc.ids) + list(suffix)
     truncated_from = None
     if len(ids) > limit:
@@ -319,16 +334,23 @@ TABLE_COLUMNS = ("layer", "head", "label", "prev_token", "first_token", "inducti
                  "entropy", "antecedent", "antecedent_max", "attribute")  # one label column
 
 
-def head_table(model, task, site: Site, *, n_examples: int = 64):
+def head_table(model, task, site: Site, *, n_examples: int = 64, tokenizer=None,
+               text_ids: Sequence[int] | None = None):
     """One row per (layer, head) of ``site``: previous-token, first-token, induction, local,
     entropy (and antecedent for coreference tasks) scores with the automatic label.
 
-    Decoder / encoder models: ``tfviz.analysis.score_model`` (induction probe + task examples).
+    Decoder / encoder models: ``tfviz.analysis.score_model`` (induction probe + task examples;
+    a model without a task — imported — is scored on ``text_ids``, the user's text, with the
+    probe built from ``tokenizer``'s bos and special ids).
     Encoder-decoder: the self-attention patterns of ``n_examples`` validation examples through
     ``head_scores`` (cross-attention has no self-attention scores: ValueError)."""
     cfg = model.config
     if cfg.arch != "encoder-decoder":
-        df = score_model(model, task, n_examples=n_examples)
+        if task is None and not text_ids:
+            raise ValueError("head roles are scored on the task's examples, and this model has no "
+                             "task: type a text above (at least two tokens) to score its heads on it")
+        df = score_model(model, task, n_examples=n_examples, tokenizer=tokenizer,
+                         texts=None if task is not None else [list(text_ids)])
     else:
         if not site.is_self:
             raise ValueError("head roles are scored on self-attention (q_pos and k_pos are the "

@@ -54,6 +54,25 @@ def describe(causal: bool) -> str:
                "them)." if causal else "(padded on the right)."))
 
 
+def pad_token(config, tokenizer) -> int:
+    """The id the padded input shows at its pads: the model's pad id, else the tokenizer's pad
+    token, else — a tokenizer without one, like GPT-2's or Llama's — its eos (or unk, bos) token,
+    as Hugging Face pads such models. The padding mask, not the id, hides them."""
+    for i in (config.pad_id, tokenizer.pad_id, tokenizer.eos_id, tokenizer.unk_id, tokenizer.bos_id):
+        if i is not None:
+            return int(i)
+    return 0
+
+
+def replacement_choices(vocab_size: int, ids, limit: int = 1000) -> list[int]:
+    """The token ids a page offers to put in place of another: the whole vocabulary when it has
+    at most ``limit`` tokens, else ids 0..limit-1 and the text's own tokens (a 50,257-token
+    vocabulary is no list to scroll; BPE's low ids are its bytes and most frequent merges)."""
+    if vocab_size <= limit:
+        return list(range(vocab_size))
+    return sorted(set(range(limit)) | {int(i) for i in ids if 0 <= int(i) < vocab_size})
+
+
 def pad_layout(ids: list[int], n_pad: int, causal: bool,
                pad_id: int = 0) -> tuple[list[int], list[bool]]:
     """``ids`` with ``n_pad`` pad tokens on the left (causal) or right (bidirectional)

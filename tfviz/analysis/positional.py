@@ -174,6 +174,14 @@ def compare_lengths(train_len: int, factor: int) -> list[int]:
     return sorted({max(4, train_len // 2)} | {f * train_len for f in (1, 2, 4, 8) if f <= factor})
 
 
+def token_type_table(model) -> np.ndarray | None:
+    """The token-type (segment) embeddings [n_token_types, d_model] a BERT-style model adds to
+    every token besides its position (type 0: the first sentence, type 1: the second of a pair),
+    or None when the model has none."""
+    emb = getattr(model, "token_type_embed", None)
+    return None if emb is None else emb.weight.detach().to("cpu", torch.float32).numpy().copy()
+
+
 def recorded_qk(arrays, layer: int, head: int, m: int, n: int,
                 stack: str = "") -> tuple[torch.Tensor, torch.Tensor, float]:
     """From a recording with ``hook_q`` / ``hook_k`` / ``hook_attn_scores`` of ``layer``: the query

@@ -58,10 +58,16 @@ def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
     return out
 
 
-def collate(examples: list[Example], pad_id: int = 0) -> Batch:
-    """Right-pad a list of examples into one Batch."""
+def collate(examples: list[Example], pad_id: int | None = 0) -> Batch:
+    """Right-pad a list of examples into one Batch. ``pad_id=None`` (a tokenizer without a pad
+    token, e.g. GPT-2's): the examples must all have one length (nothing to pad)."""
     if not examples:
         raise ValueError("cannot make a batch from zero examples")
+    if pad_id is None:
+        if len({len(e.tokens) for e in examples}) > 1 or len({len(e.src or ()) for e in examples}) > 1:
+            raise ValueError("examples of different lengths need a pad token, and this tokenizer "
+                             "has none")
+        pad_id = 0  # never written: every row is full
     tokens = _pad([e.tokens for e in examples], pad_id)
     targets = _pad([e.targets for e in examples], IGNORE)
     src = None

@@ -8,6 +8,12 @@ chunk, never across chunks:
     tokens  = ids[s : s+block]        targets = ids[s+1 : s+block+1]     (s = 0, stride, 2*stride ..)
 Validation/test windows identical to an earlier split's window are dropped, so splits are disjoint.
 With ``text=""`` the text is ``n_sentences`` sentences of ``grammar.corpus``.
+
+``tokenizer="given"``: the text is read with a model's own tokenizer, handed over at construction
+(``LMTask(tokenizer="given", text=..., given_tokenizer=ck.tokenizer)``) instead of one trained on
+the text — fine-tuning an imported model (GPT-2's 50,257 tokens) on a user's text. The tokenizer
+is not part of the spec: a checkpoint saves it anyway, and ``Checkpoint.shared_task`` hands it
+back (``vocab_size`` and ``lowercase`` are the tokenizer's own then, and must stay unset).
 """
 from __future__ import annotations
 
@@ -15,6 +21,8 @@ from ..tokenize import KINDS, train_tokenizer
 from . import grammar
 from .base import Example
 from .common import MAX_EXAMPLES, MAX_TOKENS, GeneratedTask, token_evaluate
+
+GIVEN = "given"  # tokenizer= a model's own tokenizer (given at construction), not one trained here
 
 
 class LMTask(GeneratedTask):
@@ -26,10 +34,21 @@ class LMTask(GeneratedTask):
                     n_train=None, n_val=None, n_test=None)
     limits = dict(vocab_size=(2, 100_000), block=(1, 4096), stride=(1, 4096), chunk=(2, 10**6),
                   val_frac=(0.0, 0.5), test_frac=(0.0, 0.5), n_sentences=(1, 100_000))
-    choices = dict(tokenizer=KINDS)
+    choices = dict(tokenizer=(*KINDS, GIVEN))
+    takes_tokenizer = True  # make_task(..., given_tokenizer=) for tokenizer="given"
+
+    def __init__(self, seed: int = 0, given_tokenizer=None, **params):
+        super().__init__(seed, **params)
+        if given_tokenizer is not None and self.params["tokenizer"] != GIVEN:
+            raise ValueError(f"task 'lm': a given tokenizer needs tokenizer={GIVEN!r}, not "
+                             f"{self.params['tokenizer']!r}")
+        self.given_tokenizer = given_tokenizer
 
     def check_params(self, p):
         self.check_tokens(p["block"] + 1)
+        if p["tokenizer"] == GIVEN and (p["vocab_size"] is not None or p["lowercase"]):
+            raise ValueError("task 'lm': with tokenizer='given' the vocabulary is the given "
+                             "tokenizer's: leave vocab_size and lowercase unset")
 
     def corpus_text(self) -> str:
         p = self.params
@@ -40,8 +59,15 @@ class LMTask(GeneratedTask):
         text = self.corpus_text()
         kind, block = p["tokenizer"], int(p["block"])
         stride = int(p["stride"] or block)
-        vocab = p["vocab_size"] if p["vocab_size"] is not None or kind != "bpe" else 512
-        tok = train_tokenizer(kind, [text], vocab, bool(p["lowercase"]))
+        if kind == GIVEN:
+            tok = self.given_tokenizer
+            if tok is None:
+                raise ValueError("task 'lm' with tokenizer='given' reads its text with a model's own "
+                                 "tokenizer, and none was given (Checkpoint.shared_task passes the "
+                                 "checkpoint's)")
+        else:
+            vocab = p["vocab_size"] if p["vocab_size"] is not None or kind != "bpe" else 512
+            tok = train_tokenizer(kind, [text], vocab, bool(p["lowercase"]))
         ids = tok.encode_ids(text)
         if len(ids) < 3 * (block + 1):
             raise ValueError(f"text too short: {len(ids)} tokens, need at least {3 * (block + 1)} "

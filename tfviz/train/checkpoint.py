@@ -107,14 +107,19 @@ class Checkpoint:
         """A fresh task from the saved spec (``overrides`` replace its params)."""
         if self.task is None:
             raise CheckpointError(f"{self.path} records no task")
-        return make_task(self.task, **overrides)
+        return make_task(self.task, self._given_tokenizer(), **overrides)
+
+    def _given_tokenizer(self):
+        """The checkpoint's tokenizer for a task that reads text with the model's own (lm with
+        tokenizer="given": a fine-tuned imported model), else None."""
+        return self.tokenizer if self.task.get("tokenizer") == "given" else None
 
     def shared_task(self):
         """The task of the saved spec, built once per process and shared by every caller
         (``tfviz.tasks.cached_task``): for reading examples, never for changing them."""
         if self.task is None:
             raise CheckpointError(f"{self.path} records no task")
-        return cached_task(self.task)
+        return cached_task(self.task, self._given_tokenizer())
 
     def card(self) -> str:
         """A short human-readable summary (what ``python -m tfviz info`` prints)."""

@@ -48,6 +48,22 @@ from .snapshot import AttentionSnapshot
 STATES = ("queued", "running", "done", "stopped", "failed")
 
 
+def _init_model(path: str | os.PathLike, task):
+    """The weights a fine-tuning job starts from: a Hugging Face folder (``from_pretrained``) or a
+    tfviz checkpoint, checked against the task's tokenizer (its ids must be the model's)."""
+    from ..interop import from_pretrained
+
+    ck = from_pretrained(path) if os.path.isdir(path) else load_checkpoint(path)
+    tok = task.tokenizer
+    if tok.vocab_size > ck.config.vocab_size:
+        raise ValueError(f"the task's tokenizer has {tok.vocab_size:,} tokens, the model only "
+                         f"{ck.config.vocab_size:,} embeddings: fine-tune with the model's own tokenizer")
+    if ck.tokenizer is not None and ck.tokenizer.fingerprint() != tok.fingerprint():
+        raise ValueError("the task reads its text with another tokenizer than the model's: its ids "
+                         "would mean other tokens (build the task with the model's tokenizer)")
+    return ck.model
+
+
 class JobLimitError(ValueError):
     """An owner already has as many jobs running or queued as the manager allows."""
 
@@ -162,19 +178,28 @@ class JobManager:
     # -- public API -------------------------------------------------------------------------
     def submit(self, model_config: ModelConfig | dict, task: Any, train_config: TrainConfig | dict | None = None,
                *, checkpoint: str | os.PathLike | None = None, resume: str | os.PathLike | None = None,
-               owner: str | None = None, name: str | None = None) -> str:
+               init: str | os.PathLike | None = None, owner: str | None = None,
+               name: str | None = None) -> str:
         """Queue a training job and return its id. ``task``: a Task, a registry name or a spec dict.
-        ``resume``: a checkpoint path to continue from (``model_config`` is then taken from it)."""
-        if isinstance(model_config, dict):
+        ``resume``: a checkpoint path to continue from (``model_config`` is then taken from it).
+        ``init``: fine-tune — start from these weights (a tfviz checkpoint, or a Hugging Face model
+        folder for ``tfviz.from_pretrained``) with a fresh optimizer at step 0; ``model_config``
+        is then the loaded model's (pass None). The file is read again in the job, so a model the
+        app shares between sessions is never trained in place."""
+        if resume is not None and init is not None:
+            raise ValueError("resume continues a run, init starts a new one from weights: not both")
+        if init is not None:
+            model_config = None
+        elif isinstance(model_config, dict):
             model_config = config_from_dict(model_config)
         if isinstance(train_config, dict):
             train_config = TrainConfig.from_dict(train_config)
         train_config = train_config or TrainConfig()
-        if self.check_budget and resume is None:
+        if self.check_budget and resume is None and init is None:
             check_training(model_config, train_config)  # BudgetError: the run would not fit
         job_id = uuid.uuid4().hex[:12]
         spec = {"model_config": model_config, "task": task, "train_config": train_config,
-                "checkpoint": checkpoint, "resume": resume}
+                "checkpoint": checkpoint, "resume": resume, "init": init}
         job = Job(self, job_id, name or f"job-{job_id[:6]}", owner, spec)
         with self._lock:
             if self.per_owner is not None:
@@ -290,6 +315,10 @@ class JobManager:
                 with job._lock:  # the job's curves continue the checkpoint's
                     job.history, job.step = [dict(h) for h in resume.history], resume.step
                     job.attention = list(resume.snapshots)
+            elif spec.get("init") is not None:
+                model = _init_model(spec["init"], task)
+                if self.check_budget:
+                    check_training(model.config, cfg)
             else:
                 if self.check_budget:  # again: free memory may have changed while it queued
                     check_training(spec["model_config"], cfg)

@@ -170,7 +170,8 @@ class _Run:
         cfg, d = self.cfg, self.d
         batch = self.task.batch("train", cfg.batch_size, self.gen)  # the global batch, same on every rank
         n_targets = int((batch.targets != IGNORE).sum())
-        self.window[2] += sum(int((x != self.task.tokenizer.pad_id).sum()) for x in batch.inputs)
+        pad = self.task.tokenizer.pad_id  # None: a tokenizer without padding (every token is real)
+        self.window[2] += sum(x.numel() if pad is None else int((x != pad).sum()) for x in batch.inputs)
         self.window[4] += sum(x.numel() for x in batch.inputs)  # computed, padding included
         self.width = max(x.shape[1] for x in batch.inputs)
         local = _shard(batch, d).to(self.device)

@@ -52,7 +52,7 @@ def induction_probe(vocab: int | Sequence[int], half: int = 16, batch: int = 8, 
 
 def score_model(model, task=None, *, half: int = 16, batch: int = 8, seed: int = 0,
                 n_examples: int = 64, split: str = "validation", local_k: int = 3,
-                bos_id: int | None = None, tokenizer=None,
+                bos_id: int | None = None, tokenizer=None, texts: Sequence[Sequence[int]] | None = None,
                 thresholds: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Record a decoder or encoder model's patterns on probe inputs and score every head.
 
@@ -60,7 +60,10 @@ def score_model(model, task=None, *, half: int = 16, batch: int = 8, seed: int =
       other pattern scores too when no task is given;
     - the task's first ``n_examples`` examples of ``split`` (if a task is given): previous-token,
       first-token, self, local and entropy on the text the model was trained on, and for coref
-      the antecedent scores.
+      the antecedent scores;
+    - without a task, ``texts`` (token id sequences, e.g. the user's sentence) stand in for its
+      examples: the pattern scores other than induction come from them (a model imported with
+      no task has no training text to draw on).
     ``df.attrs["inputs"]`` says which input each score came from. Encoder-decoder models: score
     ``rec.stack_layers("decoder.blocks.{l}.attn.hook_pattern")`` with ``head_scores``.
     The probe's first token (``bos_id``) and the ids it never draws (special tokens) come from
@@ -92,6 +95,21 @@ def score_model(model, task=None, *, half: int = 16, batch: int = 8, seed: int =
         scores |= pattern_scores(rec.stack_layers(PATTERN), probe, **mask)
         what = f"induction probe: {batch} x [BOS] + {half} random tokens, repeated"
         inputs |= dict.fromkeys(scores, what)
+    if task is None and texts:
+        rows = [list(map(int, t)) for t in texts if len(t) >= 2]
+        if not rows:
+            raise ValueError("the text needs at least two tokens to score heads on")
+        keep = [k for k in PATTERN_SCORES if k not in ("induction", "duplicate_token")]
+        for ids in rows:  # one at a time: texts of different lengths, and no pad token needed
+            rec = record(model, torch.tensor([ids], device=device), names=names)
+            found = pattern_scores(rec.stack_layers(PATTERN), torch.tensor([ids]), **mask)
+            for k in keep:
+                scores.setdefault(f"_{k}", []).append(found[k])
+        for k in keep:
+            scores[k] = np.mean(scores.pop(f"_{k}"), axis=0)
+        n_tok = sum(map(len, rows))
+        inputs |= dict.fromkeys(keep, f"your text ({n_tok} tokens)" if len(rows) == 1
+                                else f"{len(rows)} texts ({n_tok} tokens)")
     if task is not None:
         examples = task.examples(split)[:n_examples]
         b = collate(examples, task.tokenizer.pad_id)
