@@ -72,7 +72,7 @@ def test_finetune_a_folder_through_the_job_manager(gpt2, tmp_path):
     base = tfviz.from_pretrained(gpt2)
     task = lm_task(base.tokenizer)
     out = tmp_path / "ft.safetensors"
-    jobs = JobManager(torch_threads=1)
+    jobs = JobManager(torch_threads=1, open_folder=tfviz.from_pretrained)
     try:
         cfg = TrainConfig(steps=12, batch_size=8, lr=3e-3, warmup=1, log_every=1, eval_every=0,
                           eval_examples=16, snapshot_every=6, checkpoint_every=0, device="cpu")
@@ -101,7 +101,7 @@ def test_init_refuses_another_tokenizer(gpt2, tmp_path):
     other = tmp_path / "llama"
     hf_folders.build("llama", other)
     task = lm_task(tfviz.from_pretrained(other).tokenizer)
-    jobs = JobManager(torch_threads=1)
+    jobs = JobManager(torch_threads=1, open_folder=tfviz.from_pretrained)
     try:
         job = jobs.get(jobs.submit(None, task, TrainConfig(steps=2, warmup=1, device="cpu"), init=gpt2))
         assert job.wait(120)
@@ -110,4 +110,17 @@ def test_init_refuses_another_tokenizer(gpt2, tmp_path):
     assert job.snapshot().state == "failed"
     assert "tokenizer" in job.snapshot().error
     with pytest.raises(ValueError, match="not both"):
-        JobManager(torch_threads=1).submit(None, task, init=gpt2, resume=tmp_path / "x.safetensors")
+        JobManager(torch_threads=1, open_folder=tfviz.from_pretrained).submit(None, task, init=gpt2, resume=tmp_path / "x.safetensors")
+
+
+def test_without_open_folder_a_folder_is_refused_plainly(gpt2):
+    """Training sits below the interop layer: a JobManager reads a model folder only with the
+    ``open_folder`` it is given (the app gives it ``from_pretrained``)."""
+    task = lm_task(tfviz.from_pretrained(gpt2).tokenizer)
+    jobs = JobManager(torch_threads=1)
+    try:
+        job = jobs.get(jobs.submit(None, task, TrainConfig(steps=2, warmup=1, device="cpu"), init=gpt2))
+        assert job.wait(120)
+    finally:
+        jobs.shutdown(timeout=30)
+    assert job.snapshot().state == "failed" and "open_folder" in job.snapshot().error

@@ -19,6 +19,7 @@ def job_manager():
     from tfviz.train.jobs import JobManager
 
     from tfviz import limits
+    from tfviz.interop import from_pretrained
 
     # At most TFVIZ_MAX_JOBS trainings at once (the rest queue, fairly by session), each session
     # at most TFVIZ_JOBS_PER_SESSION, each run at most TFVIZ_JOB_MAX_MINUTES; torch uses all but
@@ -28,7 +29,7 @@ def job_manager():
     threading.Thread(target=_warm_up, daemon=True, name="tfviz-warm-up").start()
     return JobManager(max_concurrent=limits.max_jobs(), torch_threads=max(1, cpu_count() - 1),
                       per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
-                      check_budget=True)
+                      check_budget=True, open_folder=from_pretrained)
 
 
 def _warm_up() -> None:

@@ -31,7 +31,7 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -48,12 +48,18 @@ from .snapshot import AttentionSnapshot
 STATES = ("queued", "running", "done", "stopped", "failed")
 
 
-def _init_model(path: str | os.PathLike, task):
-    """The weights a fine-tuning job starts from: a Hugging Face folder (``from_pretrained``) or a
-    tfviz checkpoint, checked against the task's tokenizer (its ids must be the model's)."""
-    from ..interop import from_pretrained
-
-    ck = from_pretrained(path) if os.path.isdir(path) else load_checkpoint(path)
+def _init_model(path: str | os.PathLike, task, open_folder: Callable[[Any], Any] | None):
+    """The weights a fine-tuning job starts from: a tfviz checkpoint, or a model folder opened by
+    ``open_folder`` (the app passes ``tfviz.interop.from_pretrained``: training sits below the
+    interop layer and does not import it), checked against the task's tokenizer (its ids must be
+    the model's)."""
+    if os.path.isdir(path):
+        if open_folder is None:
+            raise ValueError("this job manager starts only from tfviz checkpoints (it was given no "
+                             "open_folder to read a model folder with)")
+        ck = open_folder(path)
+    else:
+        ck = load_checkpoint(path)
     tok = task.tokenizer
     if tok.vocab_size > ck.config.vocab_size:
         raise ValueError(f"the task's tokenizer has {tok.vocab_size:,} tokens, the model only "
@@ -156,7 +162,9 @@ class Job:
 class JobManager:
     def __init__(self, max_concurrent: int = 1, torch_threads: int | None = None, *,
                  per_owner: int | None = None, max_seconds: float | None = None,
-                 check_budget: bool = False):
+                 check_budget: bool = False, open_folder: Callable[[Any], Any] | None = None):
+        """``open_folder(path) -> Checkpoint``: how a fine-tuning job (``submit(init=folder)``) reads
+        a model folder, e.g. ``tfviz.interop.from_pretrained``; without it only tfviz checkpoints."""
         if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or max_concurrent < 1:
             raise ValueError(f"max_concurrent={max_concurrent!r} must be a whole number >= 1")
         if per_owner is not None and (isinstance(per_owner, bool) or not isinstance(per_owner, int)
@@ -166,6 +174,7 @@ class JobManager:
             raise ValueError(f"max_seconds={max_seconds!r} must be above 0 (or None)")
         self.max_concurrent, self.per_owner = max_concurrent, per_owner
         self.max_seconds, self.check_budget = max_seconds, check_budget
+        self.open_folder = open_folder
         self.torch_threads = torch_threads or max(1, cpu_count() - 1)
         torch.set_num_threads(self.torch_threads)
         self._lock = threading.Lock()
@@ -183,7 +192,7 @@ class JobManager:
         """Queue a training job and return its id. ``task``: a Task, a registry name or a spec dict.
         ``resume``: a checkpoint path to continue from (``model_config`` is then taken from it).
         ``init``: fine-tune — start from these weights (a tfviz checkpoint, or a Hugging Face model
-        folder for ``tfviz.from_pretrained``) with a fresh optimizer at step 0; ``model_config``
+        folder, read with ``open_folder``) with a fresh optimizer at step 0; ``model_config``
         is then the loaded model's (pass None). The file is read again in the job, so a model the
         app shares between sessions is never trained in place."""
         if resume is not None and init is not None:
@@ -316,7 +325,7 @@ class JobManager:
                     job.history, job.step = [dict(h) for h in resume.history], resume.step
                     job.attention = list(resume.snapshots)
             elif spec.get("init") is not None:
-                model = _init_model(spec["init"], task)
+                model = _init_model(spec["init"], task, self.open_folder)
                 if self.check_budget:
                     check_training(model.config, cfg)
             else:
