@@ -206,3 +206,34 @@ def test_the_runs_of_a_pair_see_identical_batches_in_the_same_order(task):
     a, b = (new_model(r.model_config, r.train_config.seed).state_dict() for r in runs)
     assert set(a) - set(b) == {"stack.ln_final.weight", "stack.ln_final.bias"}
     assert all(torch.equal(a[k], b[k]) for k in b)
+
+
+# ------------------------------------------------------------------------------ through the job manager
+def test_a_pair_queues_all_or_none_and_counts_against_the_session_limit(task, tmp_path):
+    from tfviz.analysis.compare import curves_frame
+    from tfviz.train.jobs import JobLimitError, JobManager
+    from tfviz.train.pairs import submit_pair
+
+    tc = TrainConfig(steps=3, batch_size=4, warmup=0, log_every=1, eval_every=0, eval_examples=4,
+                     snapshot_every=0, checkpoint_every=0, device="cpu")
+    runs = make_pair(tiny(task), tc, "n_layers", [1, 2], stem="p")
+    jobs = JobManager(max_concurrent=1, torch_threads=1, per_owner=3)
+    other = jobs.submit(tiny(task), task, tc, owner="bob", name="bob-run")
+    with pytest.raises(JobLimitError, match="4 runs at once is more than the 3"):
+        submit_pair(jobs, make_pair(tiny(task), tc, "n_layers", [1, 2, 3, 4]), task, owner="amy")
+    ids = submit_pair(jobs, runs, task, owner="amy", directory=tmp_path)
+    assert jobs.free_slots("amy") == 1
+    with pytest.raises(JobLimitError, match="already have 2 trainings running or queued and asked "
+                                            "for 2 more"):
+        submit_pair(jobs, runs, task, owner="amy", names=["x", "y"])
+    assert len(jobs.jobs(owner="amy")) == 2  # nothing of the refused pair was queued
+    assert jobs.wait_all(timeout=300)
+    snaps = [jobs.snapshot(i) for i in ids]
+    assert [s.state for s in snaps] == ["done", "done"] and jobs.snapshot(other).state == "done"
+    assert [s.name for s in snaps] == ["p-1-layer", "p-2-layers"]
+    assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == ["p-1-layer.safetensors",
+                                                                      "p-2-layers.safetensors"]
+    df = curves_frame({s.name: s.history for s in snaps}, ["train_loss"])
+    assert sorted(df.groupby("model")["step"].apply(list).tolist()) == [[1, 2, 3], [1, 2, 3]]
+    with pytest.raises(ValueError, match="identical"):
+        submit_pair(jobs, [runs[0], runs[0]], task, owner="amy", names=["a", "b"])

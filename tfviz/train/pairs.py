@@ -11,6 +11,10 @@ configs differ in one *setting* only. A setting may move a field that depends on
 else: more heads keep the attention kind (MHA stays MHA, MQA stays MQA, GQA keeps its number of
 query heads per key/value head), a wider model keeps its d_ff / d_model ratio.
 
+Runs go through the app's one ``JobManager`` (``submit_pair``): all of a pair's runs are queued
+at once or none is (each counts against the session's job limit), then the fair queue treats
+them like any other jobs of that session.
+
 Settings (``SETTINGS``): pos (positional scheme), attention (MHA / GQA / MQA), norm (pre / post),
 window (full or w), n_layers, n_heads, d_model (width).
 """
@@ -187,5 +191,24 @@ def check_pair(runs: Sequence[tuple[ModelConfig, TrainConfig]]) -> str:
     return diff[0]
 
 
+def submit_pair(manager, runs: Sequence[PairRun], task, *, owner: str | None = None,
+                directory=None, names: Sequence[str] | None = None) -> list[str]:
+    """Queue the runs of a pair (``make_pair``) on ``manager`` (a ``tfviz.train.jobs.JobManager``)
+    for ``task``, all or none; checked again with ``check_pair``. ``names``: the job names (the
+    runs' own by default); with ``directory`` each saves ``directory/<name>.safetensors``.
+    Returns the job ids in the runs' order. JobLimitError / BudgetError / ValueError say why
+    nothing was queued."""
+    from pathlib import Path
+
+    check_pair([(r.model_config, r.train_config) for r in runs])
+    names = list(names) if names is not None else [r.name for r in runs]
+    if len(names) != len(runs) or len(set(names)) != len(names):
+        raise ValueError("each run of a pair needs its own name")
+    specs = [{"model_config": r.model_config, "train_config": r.train_config, "name": n,
+              "checkpoint": None if directory is None else Path(directory) / f"{n}.safetensors"}
+             for r, n in zip(runs, names)]
+    return manager.submit_group(specs, task, owner=owner)
+
+
 __all__ = ["ATTENTION_KINDS", "MAX_RUNS", "MIN_RUNS", "PairRun", "SETTINGS", "Setting",
-           "attention_kind", "check_pair", "differences", "make_pair"]
+           "attention_kind", "check_pair", "differences", "make_pair", "submit_pair"]
