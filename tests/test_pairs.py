@@ -237,3 +237,18 @@ def test_a_pair_queues_all_or_none_and_counts_against_the_session_limit(task, tm
     assert sorted(df.groupby("model")["step"].apply(list).tolist()) == [[1, 2, 3], [1, 2, 3]]
     with pytest.raises(ValueError, match="identical"):
         submit_pair(jobs, [runs[0], runs[0]], task, owner="amy", names=["a", "b"])
+
+
+def test_preset_pair_is_the_tasks_quick_preset_made_quick(task):
+    from tfviz.train.pairs import QUICK_STEPS, preset_pair
+    from tfviz.train.presets import CPU, presets_for
+
+    runs = preset_pair(task, "pos", ["rope", "alibi"], lr=1e-2, warmup=0)
+    pre = presets_for("lm")[CPU]
+    assert [r.name for r in runs] == ["lm-rope", "lm-alibi"]
+    tc = runs[0].train_config
+    assert (tc.steps, tc.lr, tc.warmup, tc.batch_size) == (QUICK_STEPS, 1e-2, 0, pre.train.batch_size)
+    assert runs[0].model_config.d_model == 32 and runs[0].model_config.n_layers == pre.model["n_layers"]
+    assert preset_pair(task, "norm", ["pre", "post"], steps=3)[0].train_config.warmup <= 2
+    with pytest.raises(ValueError, match="steps"):
+        preset_pair(task, "norm", ["pre", "post"], steps=0)

@@ -191,6 +191,30 @@ def check_pair(runs: Sequence[tuple[ModelConfig, TrainConfig]]) -> str:
     return diff[0]
 
 
+QUICK_STEPS = 100  # a quick pair: each run this many steps of its task's CPU preset
+QUICK_D_MODEL = 32
+
+
+def preset_pair(task, setting: str, values: Sequence, *, steps: int = QUICK_STEPS,
+                lr: float | None = None, warmup: int | None = None, d_model: int | None = QUICK_D_MODEL,
+                stem: str | None = None, **model_overrides) -> list[PairRun]:
+    """A pair on ``task`` (a Task) from its "quick (CPU)" preset (``tfviz.train.presets``), made
+    quick: ``steps`` steps (evaluated 4 times, 10 attention snapshots), d_model ``d_model`` (None:
+    the preset's), optional ``lr`` / ``warmup`` and other ModelConfig overrides for the base;
+    then ``make_pair`` over ``setting`` = ``values``. ValueError with the configs' own messages."""
+    from .presets import CPU, build_configs, presets_for
+
+    pre = presets_for(task.name)[CPU]
+    model = {**pre.model, **({"d_model": d_model} if d_model else {}), **model_overrides}
+    train = {**pre.train.to_dict(), "steps": int(steps), "eval_every": max(1, int(steps) // 4),
+             "snapshot_every": max(1, int(steps) // 10), "log_every": max(1, min(10, int(steps) // 20))}
+    if lr is not None:
+        train["lr"] = float(lr)
+    train["warmup"] = min(int(warmup if warmup is not None else train["warmup"]), max(0, int(steps) - 1))
+    base, tc = build_configs(task, model, train)
+    return make_pair(base, tc, setting, values, stem=stem or task.name)
+
+
 def submit_pair(manager, runs: Sequence[PairRun], task, *, owner: str | None = None,
                 directory=None, names: Sequence[str] | None = None) -> list[str]:
     """Queue the runs of a pair (``make_pair``) on ``manager`` (a ``tfviz.train.jobs.JobManager``)
@@ -211,4 +235,5 @@ def submit_pair(manager, runs: Sequence[PairRun], task, *, owner: str | None = N
 
 
 __all__ = ["ATTENTION_KINDS", "MAX_RUNS", "MIN_RUNS", "PairRun", "SETTINGS", "Setting",
-           "attention_kind", "check_pair", "differences", "make_pair", "submit_pair"]
+           "QUICK_STEPS", "attention_kind", "check_pair", "differences", "make_pair", "preset_pair",
+           "submit_pair"]
