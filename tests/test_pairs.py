@@ -252,3 +252,21 @@ def test_preset_pair_is_the_tasks_quick_preset_made_quick(task):
     assert preset_pair(task, "norm", ["pre", "post"], steps=3)[0].train_config.warmup <= 2
     with pytest.raises(ValueError, match="steps"):
         preset_pair(task, "norm", ["pre", "post"], steps=0)
+
+
+def test_parse_values_reads_what_a_form_types(task):
+    from tfviz.train.pairs import DEFAULT_VALUES, parse_values
+
+    assert parse_values("norm", "Pre, post") == ["pre", "post"]
+    assert parse_values("attention", "mha,GQA , MQA") == ["MHA", "GQA", "MQA"]
+    assert parse_values("window", "full, 4") == [None, 4]
+    assert parse_values("n_layers", "1, 2, 3") == [1, 2, 3]
+    with pytest.raises(ValueError, match="not one of"):
+        parse_values("pos", "rope, spiral")
+    with pytest.raises(ValueError, match="not a whole number"):
+        parse_values("d_model", "32, wide")
+    with pytest.raises(ValueError, match="separated by commas"):
+        parse_values("norm", " , ")
+    base = tiny(task, n_heads=4)
+    for setting, text in DEFAULT_VALUES.items():  # every default makes a valid pair
+        assert len(make_pair(base, TrainConfig(steps=3, warmup=0), setting, parse_values(setting, text))) >= 2

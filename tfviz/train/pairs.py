@@ -191,6 +191,37 @@ def check_pair(runs: Sequence[tuple[ModelConfig, TrainConfig]]) -> str:
     return diff[0]
 
 
+# What the "train a pair" form starts from, per setting (text, as typed).
+DEFAULT_VALUES = {"pos": "rope, alibi", "attention": "MHA, GQA, MQA", "norm": "pre, post",
+                  "window": "full, 4", "n_layers": "1, 2", "n_heads": "2, 4", "d_model": "32, 64"}
+
+
+def parse_values(setting: str, text: str) -> list:
+    """The values of ``setting`` typed as text, comma-separated ("pre, post"; "full, 4" for a
+    window; whole numbers for layers, heads, width). ValueError saying what is wrong."""
+    s = _setting(setting)
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"type {MIN_RUNS} to {MAX_RUNS} values of the {s.title}, separated by commas")
+    if s.choices:
+        lookup = {str(c).lower(): c for c in s.choices}
+        bad = [p for p in parts if p.lower() not in lookup]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not one of {', '.join(map(str, s.choices))}")
+        return [lookup[p.lower()] for p in parts]
+    out = []
+    for p in parts:
+        if setting == "window" and p.lower() in ("full", "none", "0"):
+            out.append(None)
+            continue
+        try:
+            out.append(int(p))
+        except ValueError:
+            raise ValueError(f"{s.title}: {p!r} is not a whole number"
+                             + (" (or 'full')" if setting == "window" else "")) from None
+    return out
+
+
 QUICK_STEPS = 100  # a quick pair: each run this many steps of its task's CPU preset
 QUICK_D_MODEL = 32
 
@@ -234,6 +265,6 @@ def submit_pair(manager, runs: Sequence[PairRun], task, *, owner: str | None = N
     return manager.submit_group(specs, task, owner=owner)
 
 
-__all__ = ["ATTENTION_KINDS", "MAX_RUNS", "MIN_RUNS", "PairRun", "SETTINGS", "Setting",
+__all__ = ["ATTENTION_KINDS", "DEFAULT_VALUES", "parse_values", "MAX_RUNS", "MIN_RUNS", "PairRun", "SETTINGS", "Setting",
            "QUICK_STEPS", "attention_kind", "check_pair", "differences", "make_pair", "preset_pair",
            "submit_pair"]
