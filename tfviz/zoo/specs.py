@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("coref", "induction", "positional", "translate", "mlm", "lm")
+KINDS = ("coref", "induction", "positional", "translate", "mlm", "lm", "norm")
 POS_SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
 POS_BLOCK = 32  # training length of the positional family (tokens per training sequence)
 
@@ -123,6 +123,27 @@ INDUCTION_TRAIN = dict(steps=1000, lr=2e-3)
 LM = dict(arch="decoder", pos="rope", n_layers=2, n_heads=4, d_model=64, max_len=256)
 LM_TASK = {"name": "lm", "seed": 0, "block": 64}
 
+# Pre-norm vs post-norm (issue 13): the same 6-layer decoder, the same seed, batches and learning
+# rate from step 1 (no warmup, no gradient clipping); only where each sublayer's norm sits differs.
+NORM_TRIED: list[str] = []  # filled below from the exploration runs
+NORM_TASK = {"name": "lm", "seed": 0, "block": 32}
+NORM_MODEL = dict(arch="decoder", pos="rope", n_layers=6, n_heads=4, d_model=64, max_len=32)
+NORM_TRAIN = dict(steps=300, batch_size=16, lr=1e-2, warmup=0, grad_clip=None, log_every=5,
+                  eval_every=30, snapshot_every=30, eval_examples=128)
+
+
+def _norm(norm: str) -> ZooSpec:
+    other = "post" if norm == "pre" else "pre"
+    return ZooSpec(
+        f"norm-{norm}", "norm",
+        f"6-layer decoder on the grammar corpus with {norm}-norm (the norm "
+        f"{'before each sublayer' if norm == 'pre' else 'after each residual addition'}), trained "
+        f"like norm-{other} in every other respect: a high learning rate from step 1, no warmup, "
+        "no gradient clipping; per-layer gradient norms recorded during training.",
+        task=NORM_TASK, model=dict(NORM_MODEL, norm=norm), train=dict(NORM_TRAIN),
+        family="norm", extra={"tried": NORM_TRIED})
+
+
 SPECS: tuple[ZooSpec, ...] = (
     ZooSpec("coref", "coref",
             "Decoder that resolves 'it'/'its' in the coreference task; shows which heads send "
@@ -166,6 +187,8 @@ SPECS: tuple[ZooSpec, ...] = (
     ZooSpec("lm-mqa", "lm",
             "The lm model with multi-query attention: 4 query heads share 1 key/value head.",
             task=LM_TASK, model=dict(LM, n_kv_heads=1), train=dict(steps=600)),
+    _norm("pre"),
+    _norm("post"),
 )
 
 BY_NAME: dict[str, ZooSpec] = {s.name: s for s in SPECS}
