@@ -279,3 +279,17 @@ def test_compare_section_lists_every_shipped_pair(cards) -> None:
     kv = df[df.measure == "KV cache bytes per token"].set_index("model")["number"]
     assert kv["lm"] == 2 * kv["lm-gqa"] == 4 * kv["lm-mqa"]
     assert "### Compare" in findings_markdown(cards) and "### Pre-norm vs post-norm" in findings_markdown(cards)
+
+
+def test_norm_frames_are_the_cards(cards) -> None:
+    from tfviz.zoo.findings import norm_contrast, norm_frames, norm_metrics
+
+    curves, bars = norm_frames(cards)
+    ck = load_checkpoint(DEFAULT_DIR / "norm-post.safetensors")
+    got = curves[curves.model == "norm-post"]
+    assert got["value"].tolist() == pytest.approx([h["train_loss"] for h in ck.history], abs=1e-4)
+    from tfviz.analysis.compare import layer_grad_norms
+
+    want = layer_grad_norms(ck.history, until=cards["norm-post"]["finding"]["early_steps"])
+    assert bars[bars.model == "norm-post"]["norm"].tolist() == pytest.approx(want["norm"].tolist(), abs=1e-4)
+    assert len(norm_metrics(norm_contrast(cards["norm-pre"], cards["norm-post"]))) == 3

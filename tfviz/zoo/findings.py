@@ -231,6 +231,30 @@ def compare_frame(cards: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["comparison", "setting", "model", "value", "measure", "number"])
 
 
+def norm_frames(cards: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The norm pair's cards as the Compare figures' frames: (curves: model, step, metric
+    "train_loss", value — for ``viz.compare_curves``; bars: model, layer, norm, steps — the
+    per-block gradient norm over the early steps, for ``viz.layer_grad_norm_bars``)."""
+    curves, bars = [], []
+    for n in NORM_PAIR:
+        f = cards[n]["finding"]
+        curves += [(n, s, "train_loss", v) for s, v in f["train_loss"]]
+        bars += [(n, r["layer"], r["norm"], r["steps"]) for r in f["layer_grad_norms"]]
+    return (pd.DataFrame(curves, columns=["model", "step", "metric", "value"]),
+            pd.DataFrame(bars, columns=["model", "layer", "norm", "steps"]))
+
+
+def norm_metrics(c: dict) -> list[tuple]:
+    """The Findings page's pre/post-norm metrics: (label, value[, st.metric keywords]) each."""
+    pre, post = c["pre"], c["post"]
+    return [("loss spikes: post / pre", f"{post['spikes']} / {pre['spikes']}",
+             dict(help="times the training loss rose more than 0.5 nats above its lowest so far")),
+            (f"layer 0 gradient norm, steps <= {pre['early_steps']}: post / pre",
+             f"{post['grad_first']:.2f} / {pre['grad_first']:.2f}"),
+            ("loss on fresh text: post / pre", f"{post['fresh_loss']:.2f} / {pre['fresh_loss']:.2f}",
+             dict(help="grammar sentences of another seed, never trained on"))]
+
+
 def norm_sentence(c: dict) -> str:
     pre, post = c["pre"], c["post"]
     steps = ", ".join(map(str, post["spike_steps"])) or "none"
