@@ -179,3 +179,20 @@ def test_figures_build_from_the_frames(pair):
     assert [t.name for t in fig.data] == ["pre", "post"]
     with pytest.raises(ValueError, match="no gradient norms"):
         viz.grad_norm_heatmap({"x": grad_norm_frame([{"step": 1, "train_loss": 1.0}])})
+
+
+def test_suggest_family_then_same_task_then_the_norm_pair():
+    from tfviz.analysis.compare import suggest
+
+    def card(pos, task="lm", family=None, tok="w"):
+        return {"model_config": {"pos": pos, "arch": "decoder"}, "task": {"name": task},
+                "tokenizer": tok, "extra": {"family": family} if family else {}}
+
+    cards = {"alibi": card("alibi", family="positional"), "rope": card("rope", family="positional"),
+             "learned": card("learned", family="positional"), "none": card("none", family="positional"),
+             "sin": card("sinusoidal", family="positional"), "t5": card("t5", family="positional"),
+             "mine": card("rope"), "other": card("rope", tok="x"), "coref": card("rope", task="coref"),
+             "pre": card("rope", task="lm2", family="norm"), "post": card("rope", task="lm2", family="norm")}
+    assert suggest(cards, "rope") == ["sin", "learned", "rope", "alibi"]
+    assert suggest(cards, "mine")[:1] == ["mine"] and "other" not in suggest(cards, "mine")
+    assert suggest(cards, "coref") == ["pre", "post"] == suggest(cards, None)

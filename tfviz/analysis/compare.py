@@ -29,7 +29,7 @@ from ..tasks.base import IGNORE, Batch, collate
 from .cost import kv_cache_bytes
 from .gradients import layer_of
 from .heads import score_model
-from .positional import extrapolation_table
+from .positional import extrapolation_table, is_positional_family, same_task
 
 MIN_MODELS, MAX_MODELS = 2, 4
 CURVE_METRICS = ("train_loss", "val_loss", "val_accuracy", "grad_norm", "lr")
@@ -90,6 +90,33 @@ def _describe(ck) -> str:
     task = getattr(ck, "task", None)
     what = f"task {task.get('name')}" if isinstance(task, dict) else "no task"
     return f"{what}, {getattr(ck, 'tokenizer', None)!r}"
+
+
+SCHEME_ORDER = ("sinusoidal", "learned", "rope", "alibi", "t5", "none")  # Press et al.'s four first
+
+
+def suggest(cards: Mapping[str, dict], selected: str | None = None) -> list[str]:
+    """Which 2-4 checkpoints to open side by side (``cards``: key -> checkpoint metadata,
+    ``tfviz.train.checkpoint.read_metadata``), given the one ``selected`` elsewhere: its
+    positional family (sinusoidal, learned, rope, alibi first) when it belongs to one; else the
+    models trained on its task with its tokenizer (it first); else the shipped pre/post-norm pair
+    (family "norm"); else none."""
+    def family(card):
+        extra = card.get("extra")
+        return extra.get("family") if isinstance(extra, dict) else None
+
+    def scheme(key):
+        pos = (cards[key].get("model_config") or {}).get("pos")
+        return SCHEME_ORDER.index(pos) if pos in SCHEME_ORDER else len(SCHEME_ORDER)
+
+    mine = cards.get(selected) if selected is not None else None
+    if mine is not None and is_positional_family(mine):
+        return sorted((k for k, c in cards.items() if is_positional_family(c)), key=scheme)[:MAX_MODELS]
+    if mine is not None:
+        same = [k for k, c in cards.items() if k != selected and same_task(c, mine)]
+        if same:
+            return [selected, *same][:MAX_MODELS]
+    return [k for k, c in cards.items() if family(c) == "norm"][:MAX_MODELS]
 
 
 # ------------------------------------------------------------------------------ history
@@ -288,4 +315,4 @@ def cost_frame(models: Mapping[str, object], pos: int | None = None) -> pd.DataF
 __all__ = ["Basis", "CURVE_METRICS", "MAX_MODELS", "MIN_MODELS", "common_basis", "cost_frame",
            "curves_frame", "grad_norm_frame", "head_roles", "history_summary", "layer_grad_norms",
            "length_frame", "loss_spikes", "next_token_batch", "patterns_on", "position_frame",
-           "task_batch"]
+           "suggest", "task_batch"]
