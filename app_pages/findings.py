@@ -7,8 +7,9 @@ import streamlit as st
 
 from tfviz.analysis import explorer
 from tfviz.paths import zoo_dir
-from tfviz.viz import (cross_attention_alignment, extrapolation_curves, head_score_bars, paired_bars,
-                       pronoun_probe, pronoun_probe_frame, repeat_by_position)
+from tfviz.viz import (compare_curves, cross_attention_alignment, extrapolation_curves, head_score_bars,
+                       layer_grad_norm_bars, paired_bars, pronoun_probe, pronoun_probe_frame,
+                       repeat_by_position)
 from tfviz.zoo import findings as zf
 from tfviz.zoo.measure import POS_TOKENS, heldout_conditions, pos_lengths
 from ui import cache
@@ -17,7 +18,8 @@ from ui.models import zoo_model
 from ui.widgets import metric_row
 
 SECTIONS = {"The \"it\" heads": "coref", "Induction heads": "induction",  # -> the seed of the claim
-            "Positional extrapolation": "positional", "Cross-attention": "translate", "All models": "cost"}
+            "Positional extrapolation": "positional", "Cross-attention": "translate",
+            "Compare: one setting apart": "norm", "All models": "cost"}
 
 
 st.title("Findings")
@@ -31,7 +33,7 @@ if not cards:
                "(about 15 minutes on a laptop CPU).")
     st.stop()
 section = st.radio("Finding", list(SECTIONS), horizontal=True, key="finding")
-first, induction, positional, cross, everything = SECTIONS
+first, induction, positional, cross, pairs, everything = SECTIONS
 
 if section == first and (m := zoo_model("coref")):
     c1, c2 = st.columns(2)
@@ -106,6 +108,25 @@ elif section == cross and (m := zoo_model("translate")):
                                    title=f"“{d['text']}” → “{d['target']}” (live)"),
          key="find_tr_heatmap")
     st.markdown(zf.translate_sentence(cards["translate"]))
+
+elif section == pairs:
+    if all(n in cards for n in zf.NORM_PAIR):
+        st.markdown("**Pre-norm vs post-norm**: the same 6-layer model, seed, batches and learning "
+                    "rate from step 1 (no warmup); only where each norm sits differs.")
+        contrast = zf.norm_contrast(*(cards[n] for n in zf.NORM_PAIR))
+        metric_row(*zf.norm_metrics(contrast))
+        curves, bars = zf.norm_frames(cards)
+        c1, c2 = st.columns(2)
+        with c1:
+            show(compare_curves(curves, title="Training loss (card)"), key="find_norm_curves", data=curves)
+        with c2:
+            show(layer_grad_norm_bars(bars, title="Gradient norm per block, early steps (card)"),
+                 key="find_norm_grads", data=bars)
+        st.markdown(zf.norm_sentence(contrast))
+    st.markdown("**Every shipped pair or family that differs in one setting** (card); open any of "
+                "them side by side on the Compare page.")
+    st.dataframe(zf.compare_frame(cards), hide_index=True, key="find_compare")
+    st.page_link("app_pages/compare.py", label="Compare models side by side", icon="📏")
 
 elif section == everything:
     summary = zf.summary_frame(cards)

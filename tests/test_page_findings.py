@@ -195,3 +195,23 @@ def test_missing_zoo_and_missing_model_warn(tmp_path, monkeypatch) -> None:
         at.radio(key="finding").set_value(section).run()
         ok(at)
         assert at.warning or section == "All models"
+
+
+def test_compare_section_shows_the_norm_pair_from_its_checkpoints() -> None:
+    """Pre/post-norm: the loss curves are the checkpoints' own history, the bars their recorded
+    per-layer gradient norms; every shipped pair is in the table."""
+    from tfviz.analysis.compare import layer_grad_norms
+
+    at = open_page("findings")
+    at.radio(key="finding").set_value("Compare: one setting apart").run()
+    ok(at)
+    curves = {t["name"].split(":")[0]: arr(t["y"]) for t in chart(at, "find_norm_curves")["data"]}
+    bars = {t["name"]: arr(t["y"]) for t in chart(at, "find_norm_grads")["data"]}
+    for n in ("norm-pre", "norm-post"):
+        ck = zoo(n)
+        np.testing.assert_allclose(curves[n], [h["train_loss"] for h in ck.history], atol=1e-4)
+        np.testing.assert_allclose(bars[n], layer_grad_norms(ck.history, until=50)["norm"], atol=1e-4)
+    assert bars["norm-post"][0] > 2 * bars["norm-pre"][0]
+    table = next(d.value for d in at.dataframe if "comparison" in d.value.columns)
+    assert set(table["comparison"]) == {"positional family", "MHA / GQA / MQA",
+                                        "pre-norm vs post-norm", "1 layer vs 2 layers"}

@@ -162,7 +162,7 @@ def test_extrapolation_table_marks_learned_beyond_max_len(family) -> None:
     cks = [(p.stem, load_checkpoint(p)) for p in sorted(family.glob("*.safetensors"))]
     L = train_length(cks[0][1].build_task())
     df = extrapolation_table(cks, [L, 2 * L])
-    assert list(df.columns) == ["model", "scheme", "length", "loss", "tokens", "note"]
+    assert list(df.columns) == ["model", "scheme", "length", "loss", "tokens", "note", "accuracy"]
     learned = df[df.scheme == "learned"]
     note = learned.loc[learned.length == 2 * L, "note"].item()
     assert note == not_possible(dict(cks)["ind-learned"].config) and "learned positions for only 40" in note
@@ -181,32 +181,33 @@ def test_extrapolation_table_marks_learned_beyond_max_len(family) -> None:
 
 
 def test_compare_page_with_the_family(family, monkeypatch) -> None:
+    """The Compare page opens on the sidebar model's positional family; its loss-vs-length chart
+    is extrapolation_table's numbers; learned positions say why they stop."""
+    from tfviz.analysis.positional import compare_lengths
+
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(family))
     at = open_page("compare", family / "ind-rope.safetensors")
     ok(at)
-    assert not at.info  # the family exists: no "none yet" note
-    assert len(at.multiselect(key="pos_cmp_models").value) == 3
-    at.select_slider(key="pos_cmp_max").set_value(2).run()
-    at.button(key="pos_cmp_run").click().run()
+    picked = at.session_state["cmp_models"]
+    assert [Path(p).stem for p in picked] == ["ind-learned", "ind-rope", "ind-alibi"]
+    at.select_slider(key="cmp_factor").set_value(2).run()
+    at.button(key="cmp_lengths_run").click().run()
     ok(at)
-    df = at.dataframe[0].value
-    assert set(df.scheme) == {"learned", "rope", "alibi"}
     assert any("not possible" in w.value for w in at.warning)
-    traces = chart(at, "pos_cmp_chart")["data"]
+    cks = [(Path(p).stem, load_checkpoint(p)) for p in picked]
+    L = train_length(cks[0][1].build_task())
+    df = extrapolation_table(cks, compare_lengths(L, 2), n_tokens=2048)
+    traces = chart(at, "cmp_lengths")["data"]
     rope = next(t for t in traces if t["name"].endswith("rope"))
-    np.testing.assert_allclose(arr(rope["y"]), df[df.scheme == "rope"].sort_values("length").loss)
+    np.testing.assert_allclose(arr(rope["y"]), df[df.scheme == "rope"].sort_values("length").loss,
+                               rtol=1e-5)
 
 
 def test_compare_without_family_offers_same_task_models(tiny_zoo) -> None:
     cards = {p: read_metadata(p) for p in map(str, tiny_zoo.values())}
     options, is_family = comparable(cards, str(tiny_zoo["tiny-coref"]))
     assert not is_family and options == [str(tiny_zoo["tiny-coref"])]
-    at = open_page("compare", tiny_zoo["tiny-coref"])
+    at = open_page("compare", tiny_zoo["tiny-coref"])  # no other coref model: nothing picked
     ok(at)
-    assert any("No checkpoints marked as the positional family" in i.value for i in at.info)
-    at.button(key="pos_cmp_run").click().run()
-    ok(at)
-    assert len(at.dataframe[0].value) == 4
-    at = open_page("compare", tiny_zoo["tiny-translate"])  # encoder-decoder: nothing
-    ok(at)
-    assert any("Nothing to compare" in w.value for w in at.warning)
+    assert at.session_state["cmp_models"] == []
+    assert any("Pick two to four models" in i.value for i in at.info)

@@ -234,3 +234,62 @@ def test_induction_task_min_half() -> None:
             .examples("train")} == {16}
     with pytest.raises(ValueError, match="min_half"):
         make_task("induction", min_half=20).examples("train")
+
+
+# ------------------------------------------------------------------------------ pre-norm vs post-norm
+def test_norm_pair_differs_in_norm_placement_only(cards) -> None:
+    from tfviz.train.pairs import check_pair
+
+    cks = [load_checkpoint(DEFAULT_DIR / f"{n}.safetensors") for n in ("norm-pre", "norm-post")]
+    assert check_pair([(c.config, c.train_config) for c in cks]) == "norm"
+    tc = cks[0].train_config
+    assert tc.warmup == 0 and not tc.grad_clip
+    for c in cks:  # per-layer gradient norms were recorded on every logged step
+        assert all(set(h["grad_norms"]) >= {f"L{l}.attn" for l in range(6)} for h in c.history)
+
+
+def test_post_norm_unstable_pre_norm_stable(live, cards) -> None:
+    from tfviz.zoo.findings import norm_contrast
+
+    now = {n: {**cards[n], **as_card(live[n])} for n in ("norm-pre", "norm-post")}
+    c = norm_contrast(now["norm-pre"], now["norm-post"])
+    assert c["holds"], c
+    assert c["post"]["grad_first"] > 2 * c["pre"]["grad_first"]
+
+
+def test_pre_norm_better_on_other_fresh_text() -> None:
+    """On grammar sentences of seeds the card did not use (never trained on), pre-norm's loss
+    stays below post-norm's."""
+    from tfviz.analysis.positional import sequence_metrics
+    from tfviz.zoo.measure import fresh_lm_batch
+
+    cks = {n: load_checkpoint(DEFAULT_DIR / f"norm-{n}.safetensors") for n in ("pre", "post")}
+    for seed in (7, 8):
+        loss = {n: sequence_metrics(c.model, *fresh_lm_batch(c.tokenizer, 32, 4096, seed))[0]
+                for n, c in cks.items()}
+        assert loss["pre"] + 0.3 < loss["post"], (seed, loss)
+
+
+def test_compare_section_lists_every_shipped_pair(cards) -> None:
+    from tfviz.zoo.findings import compare_frame, findings_markdown
+
+    df = compare_frame(cards)
+    assert list(dict.fromkeys(df["comparison"])) == ["positional family", "MHA / GQA / MQA",
+                                                     "pre-norm vs post-norm", "1 layer vs 2 layers"]
+    kv = df[df.measure == "KV cache bytes per token"].set_index("model")["number"]
+    assert kv["lm"] == 2 * kv["lm-gqa"] == 4 * kv["lm-mqa"]
+    assert "### Compare" in findings_markdown(cards) and "### Pre-norm vs post-norm" in findings_markdown(cards)
+
+
+def test_norm_frames_are_the_cards(cards) -> None:
+    from tfviz.zoo.findings import norm_contrast, norm_frames, norm_metrics
+
+    curves, bars = norm_frames(cards)
+    ck = load_checkpoint(DEFAULT_DIR / "norm-post.safetensors")
+    got = curves[curves.model == "norm-post"]
+    assert got["value"].tolist() == pytest.approx([h["train_loss"] for h in ck.history], abs=1e-4)
+    from tfviz.analysis.compare import layer_grad_norms
+
+    want = layer_grad_norms(ck.history, until=cards["norm-post"]["finding"]["early_steps"])
+    assert bars[bars.model == "norm-post"]["norm"].tolist() == pytest.approx(want["norm"].tolist(), abs=1e-4)
+    assert len(norm_metrics(norm_contrast(cards["norm-pre"], cards["norm-post"]))) == 3

@@ -146,14 +146,15 @@ def packed_batch(task, length: int, n_tokens: int = 4096,
 
 
 @torch.no_grad()
-def sequence_loss(model, tokens: torch.Tensor, targets: torch.Tensor,
-                  batch_size: int = 32) -> tuple[float, int]:
-    """Mean cross-entropy over the target positions (-100 ignored) -> (loss, n_target_tokens).
-    Runs the model in eval mode (restored after); padding is never involved (packed sequences)."""
+def sequence_metrics(model, tokens: torch.Tensor, targets: torch.Tensor,
+                     batch_size: int = 32) -> tuple[float, float, int]:
+    """Mean cross-entropy and accuracy (argmax = target) over the target positions (-100
+    ignored) -> (loss, accuracy, n_target_tokens). Runs the model in eval mode (restored after);
+    padding is never involved (packed sequences)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    total, count = 0.0, 0
+    total, right, count = 0.0, 0, 0
     try:
         for s in range(0, tokens.shape[0], batch_size):
             t, y = tokens[s:s + batch_size].to(device), targets[s:s + batch_size].to(device)
@@ -162,10 +163,11 @@ def sequence_loss(model, tokens: torch.Tensor, targets: torch.Tensor,
             if keep.any():
                 total += torch.nn.functional.cross_entropy(logits[keep], y[keep],
                                                            reduction="sum").item()
+                right += int((logits[keep].argmax(-1) == y[keep]).sum())
                 count += int(keep.sum())
     finally:
         model.train(was_training)
-    return (total / count if count else math.nan), count
+    return (total / count if count else math.nan), (right / count if count else math.nan), count
 
 
 def compare_lengths(train_len: int, factor: int) -> list[int]:
@@ -210,7 +212,8 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
     task's ``split`` examples are packed into sequences of exactly L tokens (``packed_batch``)
     and the loss is averaged over the task's target positions. A model whose scheme cannot run
     that far (learned positions past ``max_len``) gets loss NaN and a ``note`` (``not_possible``). Returns one row per
-    (model, length): model, scheme, length, loss, tokens (target tokens scored), note.
+    (model, length): model, scheme, length, loss, tokens (target tokens scored), note, accuracy
+    (share of target tokens predicted right).
     The caller holds each model's lock (shared models)."""
     lengths = sorted({int(n) for n in lengths})
     if not lengths or lengths[0] < 2:
@@ -224,18 +227,19 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
         task = ckpt.shared_task()
         for length in lengths:
             if cfg.max_positions is not None and length > cfg.max_positions:
-                rows.append((name, cfg.pos, length, math.nan, 0, not_possible(cfg)))
+                rows.append((name, cfg.pos, length, math.nan, 0, not_possible(cfg), math.nan))
                 continue
             tokens, targets = packed_batch(task, length, n_tokens, split)
             if int(tokens.max()) >= cfg.vocab_size:
                 raise ValueError(f"{name}: its task's tokens do not fit its vocabulary")
-            loss, count = sequence_loss(ckpt.model, tokens, targets)
+            loss, accuracy, count = sequence_metrics(ckpt.model, tokens, targets)
             rows.append((name, cfg.pos, length, loss, count,
-                         "" if count else "no target positions at this length"))
-    return pd.DataFrame(rows, columns=["model", "scheme", "length", "loss", "tokens", "note"])
+                         "" if count else "no target positions at this length", accuracy))
+    return pd.DataFrame(rows, columns=["model", "scheme", "length", "loss", "tokens", "note",
+                                       "accuracy"])
 
 
 __all__ = ["FORMULA_SCHEMES", "bias_tables", "comparable", "compare_lengths", "demo_vector",
            "extrapolation_table", "is_positional_family", "not_possible", "packed_batch",
-           "recorded_qk", "rope_setup", "same_task", "scheme_tables", "sequence_loss",
+           "recorded_qk", "rope_setup", "same_task", "scheme_tables", "sequence_metrics",
            "sinusoidal_start", "stack_tables", "train_length"]

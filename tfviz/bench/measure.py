@@ -117,3 +117,30 @@ def interleave(fns: dict[str, Callable[[], object]], reps: int, warmup: int,
         for k, fn in fns.items():
             times[k].append(time_once(fn, device))
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def step_seconds(model, inputs: tuple, targets: torch.Tensor, repeats: int = 5,
+                 warmup: int = 1) -> float:
+    """Median wall seconds of one training step's forward and backward (mean cross-entropy over
+    the targets, -100 ignored; no optimizer update) of ``model`` on ``inputs`` (the tensors its
+    forward takes) — the Compare page's "measured step time". Gradients are cleared after; the
+    model's train/eval mode is restored."""
+    device = next(model.parameters()).device
+    inputs = tuple(x.to(device) for x in inputs)
+    targets = targets.to(device)
+
+    def step():
+        logits = model(*inputs)
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
+                                          ignore_index=-100).backward()
+
+    was = model.training
+    model.train()
+    try:
+        for _ in range(warmup):
+            step()
+        times = sorted(time_once(step, device) for _ in range(max(1, repeats)))
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.train(was)
+    return times[len(times) // 2]

@@ -195,6 +195,34 @@ class JobManager:
         folder, read with ``open_folder``) with a fresh optimizer at step 0; ``model_config``
         is then the loaded model's (pass None). The file is read again in the job, so a model the
         app shares between sessions is never trained in place."""
+        job = self._new_job(model_config, task, train_config, checkpoint=checkpoint, resume=resume,
+                            init=init, owner=owner, name=name)
+        self._enqueue([job], owner)
+        return job.id
+
+    def submit_group(self, runs: list[dict[str, Any]], task: Any, *, owner: str | None = None) -> list[str]:
+        """Queue several jobs of one owner at once, all or none (e.g. a pair of runs that differ
+        in one setting, ``tfviz.train.pairs``): ``runs`` are ``submit``'s keyword arguments
+        (model_config, train_config, checkpoint, name) for one ``task``. The owner's limit counts
+        every run of the group; the fair queue then treats them like any other jobs of theirs."""
+        jobs = [self._new_job(r["model_config"], task, r.get("train_config"),
+                              checkpoint=r.get("checkpoint"), owner=owner, name=r.get("name"))
+                for r in runs]
+        self._enqueue(jobs, owner)
+        return [j.id for j in jobs]
+
+    def free_slots(self, owner: str | None) -> int | None:
+        """How many more jobs ``owner`` may queue now (None: no per-owner limit)."""
+        if self.per_owner is None:
+            return None
+        with self._lock:
+            return max(0, self.per_owner - self._owned(owner))
+
+    def _owned(self, owner: str | None) -> int:  # call with _lock held
+        return sum(1 for i in (*self._queue, *self._running) if self._jobs[i].owner == owner)
+
+    def _new_job(self, model_config, task, train_config, *, checkpoint=None, resume=None, init=None,
+                 owner=None, name=None) -> Job:
         if resume is not None and init is not None:
             raise ValueError("resume continues a run, init starts a new one from weights: not both")
         if init is not None:
@@ -209,19 +237,26 @@ class JobManager:
         job_id = uuid.uuid4().hex[:12]
         spec = {"model_config": model_config, "task": task, "train_config": train_config,
                 "checkpoint": checkpoint, "resume": resume, "init": init}
-        job = Job(self, job_id, name or f"job-{job_id[:6]}", owner, spec)
+        return Job(self, job_id, name or f"job-{job_id[:6]}", owner, spec)
+
+    def _enqueue(self, jobs: list[Job], owner: str | None) -> None:
         with self._lock:
             if self.per_owner is not None:
-                mine = sum(1 for i in (*self._queue, *self._running) if self._jobs[i].owner == owner)
-                if mine >= self.per_owner:
+                mine, n = self._owned(owner), len(jobs)
+                if n > self.per_owner:
                     raise JobLimitError(
-                        f"you already have {mine} training{'s' if mine > 1 else ''} running or queued; "
-                        f"the limit is {self.per_owner} per session on this server: stop one, or wait "
-                        "for one to finish")
-            self._jobs[job_id] = job
-            self._queue.append(job_id)
+                        f"{n} runs at once is more than the {self.per_owner} trainings a session may "
+                        "have running or queued on this server (TFVIZ_JOBS_PER_SESSION): start fewer")
+                if mine + n > self.per_owner:
+                    asked = "" if n == 1 else f" and asked for {n} more at once"
+                    raise JobLimitError(
+                        f"you already have {mine} training{'s' if mine != 1 else ''} running or "
+                        f"queued{asked}; the limit is {self.per_owner} per session on this server: "
+                        "stop one, or wait for one to finish")
+            for job in jobs:
+                self._jobs[job.id] = job
+                self._queue.append(job.id)
         self._start_next()
-        return job_id
 
     def get(self, job_id: str) -> Job:
         with self._lock:

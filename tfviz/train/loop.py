@@ -30,6 +30,7 @@ from .. import device as devices
 from . import distributed
 from .budget import is_out_of_memory as _is_oom
 from .config import TrainConfig
+from ..analysis.gradients import group_grad_norms
 from .optim import load_optimizer_state, lr_at, make_optimizer, optimizer_state
 from .snapshot import AttentionSnapshot, Prober
 
@@ -39,6 +40,7 @@ STATUSES = ("done", "stopped", "diverged", "out_of_memory")
 @dataclass
 class Event:
     """kind "metrics" (``metrics``: step, train_loss, lr, grad_norm, tokens_per_s, elapsed, eta,
+    grad_norms (group -> that step's gradient norm before clipping, ``tfviz.analysis.gradients``),
     plus val_loss, val_accuracy, ... on evaluation steps; on CUDA also mfu, gpu_memory_gib, bf16), "snapshot" (``snapshot``) or
     "checkpoint" (``path``)."""
 
@@ -133,6 +135,7 @@ class _Run:
         self.saved: tuple[Path, int] | None = None
         self.window = self._new_window()
         self.width = 0
+        self.layer_norms: dict[str, float] = {}  # per-group gradient norms of the last logged step
         self.best, self.early = (math.inf, 0, 0), None  # (val loss, step, evaluations since), message
         self.best_val, self.last_val, self.best_weights = (math.inf, 0), math.inf, None
 
@@ -190,6 +193,8 @@ class _Run:
             raise _Diverged(f"loss became {value} (lr={lr:.3g})")
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
+        if self.d.main and self.logs(self.step + 1):
+            self.layer_norms = group_grad_norms(self.model)  # before clipping changes them
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip or math.inf))
         if not math.isfinite(grad_norm):
             raise _Diverged(f"the gradient norm became {grad_norm} (lr={lr:.3g})")
@@ -198,20 +203,28 @@ class _Run:
         return value, grad_norm, lr
 
     # -- reporting --------------------------------------------------------------------------
+    def evaluates(self, step: int) -> bool:
+        return step == self.cfg.steps or bool(self.cfg.eval_every and step % self.cfg.eval_every == 0)
+
+    def logs(self, step: int) -> bool:
+        """Step ``step`` (1-based) streams metrics: the first step of this run (the first loss
+        point comes at once, not after log_every), every ``log_every`` steps and on evaluations."""
+        return (self.evaluates(step) or step == self.start_step + 1
+                or step % self.cfg.log_every == 0)
+
     def log(self, loss: float, grad_norm: float, lr: float) -> bool:
         """Metrics (and validation on eval steps) after a step; True = a callback asked to stop."""
         cfg, step, w = self.cfg, self.step, self.window
         w[0], w[1] = w[0] + loss, w[1] + 1
-        last = step == cfg.steps
-        evaluate = last or (cfg.eval_every and step % cfg.eval_every == 0)
+        last, evaluate = step == cfg.steps, self.evaluates(step)
         stop = False
-        first = step == self.start_step + 1  # the first loss point comes at once, not after log_every
-        if self.d.main and (evaluate or first or step % cfg.log_every == 0):
+        if self.d.main and self.logs(step):
             now = time.perf_counter()
             elapsed = now - self.t_start
             m = {"step": step, "train_loss": w[0] / w[1], "lr": lr, "grad_norm": grad_norm,
                  "tokens_per_s": w[2] / max(now - w[3], 1e-9), "elapsed": elapsed,
-                 "eta": elapsed / (step - self.start_step) * (cfg.steps - step)}
+                 "eta": elapsed / (step - self.start_step) * (cfg.steps - step),
+                 "grad_norms": self.layer_norms}
             if evaluate:
                 m.update({f"val_{k}": float(v) for k, v in self.evaluate("validation", cfg.eval_examples).items()})
             m.update(self.gpu_metrics(w[4] / max(now - w[3], 1e-9)))

@@ -14,7 +14,9 @@ They never import torch or streamlit and never see a model: callers pass the rec
     tokens         token spans, embedding similarity and nearest neighbours
     embeddings     word vectors: 2-D projection, one-hot vs learned cosines, analogy bars
     order          bag of words, residual-stream changes when words are rearranged
-    training       loss curves, the replay of heads learning
+    training       loss curves (one run, or several on the same axes), per-layer gradient norms,
+                   the replay of heads learning
+    compare        models side by side: loss / accuracy per position, head-role differences
     scores         per-head scores and paired measured numbers as bars
     induction      loss / accuracy on repeated tokens, position by position (2 layers vs 1)
     layers         attention across layers: raw per layer, rollout, flow (Abnar & Zuidema)
@@ -24,6 +26,7 @@ They never import torch or streamlit and never see a model: callers pass the rec
 from .attention import (cross_attention_alignment, head_heatmap, heads_grid, pattern_frame,
                         pronoun_probe, pronoun_probe_frame)
 from .bias import alibi_bias, t5_bias, t5_buckets
+from .compare import head_role_grid, position_curves
 from .cost import (analytic_figure, compact, cost_figure, kv_cache_figure, memory_figure,
                    speed_figure, time_figure)
 from .data import cosine_similarity, figure_data
@@ -40,23 +43,25 @@ from .positional import (default_dims, extrapolation_curves, pe_matrix, pe_waves
 from .rope import rope_frequencies, rope_pair_scores, rope_relative_scores, rope_rotation_animation
 from .scores import head_score_bars, paired_bars
 from .step_through import step_through_figure, step_through_output, step_through_table
-from .theme import ATTENTION_SCALE, DIVERGING_SCALE, HEAD_COLOURS, TEMPLATE, apply_theme
+from .theme import ATTENTION_SCALE, DIVERGING_SCALE, HEAD_COLOURS, MAGNITUDE_SCALE, TEMPLATE, apply_theme
 from .tokens import nearest_neighbours_frame, similarity_heatmap, token_spans_html
-from .training import loss_curves, snapshot_player
+from .training import (compare_curves, grad_norm_heatmap, layer_grad_norm_bars, loss_curves,
+                       snapshot_player)
 
 __all__ = [
-    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "TEMPLATE", "across_layers_grid",
-    "alibi_bias", "analogy_bars", "analytic_figure", "bag_of_words_bars",
-    "apply_theme", "compact", "cost_figure", "cosine_similarity", "cross_attention_alignment",
-    "default_dims",
-    "embedding_map",
+    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "MAGNITUDE_SCALE", "TEMPLATE",
+    "across_layers_grid", "alibi_bias", "analogy_bars", "analytic_figure", "bag_of_words_bars",
+    "apply_theme", "compact", "compare_curves", "cost_figure", "cosine_similarity",
+    "cross_attention_alignment", "default_dims", "embedding_map",
     "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
-    "generation_frame", "head_heatmap", "head_score_bars", "heads_grid", "inputs_bar",
-    "kv_cache_figure",
-    "kv_cache_growth", "line_view", "logit_change_bars", "loss_curves", "mask_frame", "mask_grid",
+    "generation_frame", "grad_norm_heatmap", "head_heatmap", "head_role_grid", "head_score_bars",
+    "heads_grid", "inputs_bar", "kv_cache_figure",
+    "kv_cache_growth", "layer_grad_norm_bars", "line_view", "logit_change_bars", "loss_curves",
+    "mask_frame", "mask_grid",
     "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "one_hot_vs_learned",
     "order_bars", "order_positions", "paired_bars", "pattern_frame",
-    "pe_matrix", "pe_waves", "position_similarity", "pronoun_probe", "pronoun_probe_frame",
+    "pe_matrix", "pe_waves", "position_curves", "position_similarity", "pronoun_probe",
+    "pronoun_probe_frame",
     "repeat_by_position",
     "rope_frequencies", "rope_pair_scores", "rope_relative_scores", "rope_rotation_animation",
     "similarity_by_distance", "similarity_heatmap", "similarity_vs_distance", "snapshot_player",

@@ -3,6 +3,7 @@
 * ``ATTENTION_SCALE`` — sequential (viridis), always used with ``zmin=0, zmax=1`` so the same
   colour means the same attention weight in every figure. Its ends are neither white nor black,
   so it reads on light and dark pages alike.
+* ``MAGNITUDE_SCALE`` — sequential (cividis) for other magnitudes (gradient norms, log scale).
 * ``DIVERGING_SCALE`` — blue (negative) / light grey (0) / red (positive), always centred on 0:
   scores, q·k, biases, cosine similarity, positional-encoding values.
 * ``apply_theme(fig, dark=False)`` — sets the template (re-appliable: call it again with
@@ -43,6 +44,9 @@ DIVERGING_SCALE = [
     [0.5, "#ececec"], [0.6, "#fddbc7"], [0.7, "#f4a582"], [0.8, "#d6604d"], [0.9, "#b2182b"],
     [1.0, "#67001f"],
 ]
+# Sequential, for magnitudes that are not attention weights (e.g. gradient norms, on a log scale):
+# cividis, so it is never mistaken for the 0..1 attention scale.
+MAGNITUDE_SCALE = "Cividis"
 # Distinct colours for heads / schemes / candidates (Okabe–Ito + extras, colour-blind safe first).
 HEAD_COLOURS = [
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#7f7f7f",

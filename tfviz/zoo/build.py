@@ -28,7 +28,7 @@ COMMAND = "python -m tfviz.zoo build"
 def _model_summary(model) -> dict:
     c = model.config
     return {"arch": c.arch, "pos": c.pos, "n_layers": c.n_layers, "n_heads": c.n_heads,
-            "n_kv_heads": c.n_kv_heads, "d_model": c.d_model, "attn_only": c.attn_only,
+            "n_kv_heads": c.n_kv_heads, "d_model": c.d_model, "attn_only": c.attn_only, "norm": c.norm,
             "max_len": c.max_len, "vocab_size": c.vocab_size,
             "params": sum(p.numel() for p in model.parameters())}
 
@@ -58,7 +58,7 @@ def build_one(spec: ZooSpec, out: Path, steps: int | None = None,
     card = {"name": spec.name, "kind": spec.kind, "about": spec.about, "family": spec.family,
             "task": task.spec(), "model": _model_summary(model),
             "train": {k: getattr(tcfg, k) for k in ("steps", "batch_size", "lr", "warmup",
-                                                    "schedule", "seed", "num_threads")},
+                                                    "schedule", "grad_clip", "seed", "num_threads")},
             "build": {"command": f"{COMMAND} --only {spec.name}" + (f" --steps {steps}" if steps else ""),
                       "train_seconds": round(train_s, 1), "measure_seconds": round(measure_s, 1),
                       "torch": torch.__version__, "python": platform.python_version(),

@@ -72,6 +72,12 @@ def headline(card: dict) -> str:
     if kind == "mlm":
         return (f"masked-token accuracy {_pct(m['accuracy'])} (always the most frequent token: "
                 f"{_pct(m.get('accuracy_majority_baseline'))}), loss {_f(m['loss'])}")
+    if kind == "norm":
+        first, last = f["layer_grad_norms"][0], f["layer_grad_norms"][-1]
+        return (f"{f['norm']}-norm: {int(m['spikes'])} loss spike(s) (largest rise "
+                f"{_f(m['largest_rise'], 2)} nats), fresh-text loss {_f(m['fresh_loss'])}, "
+                f"gradient norm over the first {f['early_steps']} steps: layer 0 "
+                f"{_f(first['norm'], 3)}, layer {last['layer']} {_f(last['norm'], 3)}")
     if kind == "lm":
         return (f"val loss {_f(m['val_loss'])} (ppl {_f(m['val_ppl'], 2)}), "
                 f"KV cache {m['kv_bytes_per_token']:.0f} B/token")
@@ -93,8 +99,10 @@ def card_markdown(card: dict) -> str:
              f"- task: `{card['task']}`",
              f"- model: {m['arch']}, {m['n_layers']} layers x {m['n_heads']} heads "
              f"({m['n_kv_heads']} kv), d_model {m['d_model']}, pos {m['pos']}"
+             f"{', ' + m['norm'] + '-norm' if m.get('norm', 'pre') != 'pre' else ''}"
              f"{', attention-only' if m['attn_only'] else ''}, {m['params']:,} parameters",
-             f"- training: {t['steps']} steps, batch {t['batch_size']}, lr {t['lr']:g}, seed "
+             f"- training: {t['steps']} steps, batch {t['batch_size']}, lr {t['lr']:g}, warmup "
+             f"{t['warmup']}{', no gradient clipping' if 'grad_clip' in t and not t['grad_clip'] else ''}, seed "
              f"{t['seed']}, {b['device']}: {b['train_seconds']} s (torch {b['torch']})",
              f"- rebuild: `{b['command']}`",
              f"- measured on: {card['sample']}",
@@ -115,6 +123,16 @@ def card_markdown(card: dict) -> str:
         lines += [f"| {r['name']} | {_f(r['loss_repeat'])} | {_pct(r['accuracy_repeat'])} | "
                   f"{_f(r['max_induction'], 2)} ({r['best_head']}) |" for r in f["heldout"]]
         lines.append("")
+    if card["kind"] == "norm":
+        f = card["finding"]
+        lines += [f"Gradient norm of each block (attention + MLP, before clipping), mean over the "
+                  f"logged steps up to {f['early_steps']}:", "",
+                  "| layer | " + " | ".join(str(r["layer"]) for r in f["layer_grad_norms"]) + " |",
+                  "|---|" + "---|" * len(f["layer_grad_norms"]),
+                  "| norm | " + " | ".join(_f(r["norm"], 4) for r in f["layer_grad_norms"]) + " |", ""]
+        lines += [f"Loss spikes (the training loss more than 0.5 nats above its lowest so far): "
+                  + ("; ".join(f"step {r['step']}: {_f(r['loss'])} after {_f(r['best_before'])}"
+                               for r in f["spikes"]) or "none"), ""]
     if card["kind"] == "coref":
         f = card["finding"]
         for r in f["mission"]:

@@ -8,6 +8,10 @@ Claims (each a pure function of cards, so a test can fail when a rebuild loses t
                                            chance on held-out inputs past the training length;
                                            1 layer: neither
     positional_ordering(cards)             loss growth from 1x to 4x the training length per scheme
+    norm_contrast(card_pre, card_post)     post-norm unstable (loss spikes, a larger gradient in
+                                           layer 0 early on, worse on fresh text), pre-norm stable
+    compare_frame(cards)                   the shipped pairs that differ in one setting, measured
+                                           side by side (the Findings page's Compare section)
 Live helpers take a model; the caller holds the model's lock when it is shared (the app's).
 """
 from __future__ import annotations
@@ -44,6 +48,11 @@ SEEDS = {
     "translate": "Bahdanau et al. 2015: the decoder's attention over the source is a soft "
                  "alignment; in English->French the adjective-noun order flips ('black cat' -> "
                  "'chat noir') and the alignment crosses.",
+    "norm": "'Transformers and LLMs — A Complete Guide', section 9.2; Xiong et al. 2020 ('On "
+            "layer normalization in the Transformer architecture'): with the norm after each "
+            "residual addition (post-norm, the original Transformer) training needs a learning-rate "
+            "warmup and is unstable without one; with the norm before each sublayer (pre-norm) the "
+            "gradients are well-behaved and warmup can be dropped.",
     "cost": "Self-attention costs O(n^2) in sequence length; a sliding window makes it O(n·w). "
             "GQA/MQA (Ainslie et al. 2023; Shazeer 2019) shrink the KV cache by sharing "
             "key/value heads.",
@@ -151,6 +160,111 @@ def lm_family_frame(cards: dict[str, dict]) -> pd.DataFrame:
             for n, c in cards.items() if c.get("kind") == "lm"]
     return pd.DataFrame(rows, columns=["model", "n_heads", "n_kv_heads", "val_loss", "val_ppl",
                                        "kv_bytes_per_token"])
+
+
+def norm_contrast(card_pre: dict, card_post: dict) -> dict:
+    """Pre-norm vs post-norm trained identically (same seed, batches, learning rate, no warmup, no
+    clipping). holds: the post-norm run's training loss spiked (>= 1 spike) and the pre-norm
+    run's did not; post-norm's layer-0 gradient norm over the early steps is above pre-norm's;
+    and the pre-norm model has the lower loss on fresh text (grammar sentences of another seed)."""
+    def side(card):
+        m, f = card["metrics"], card["finding"]
+        per = f["layer_grad_norms"]
+        return {"spikes": int(m["spikes"]), "largest_rise": m["largest_rise"],
+                "spike_steps": [r["step"] for r in f["spikes"]],
+                "fresh_loss": m["fresh_loss"], "fresh_accuracy": m["fresh_accuracy"],
+                "val_loss": m["val_loss"], "peak_loss_late": m["peak_loss_late"],
+                "grad_first": per[0]["norm"], "grad_last": per[-1]["norm"],
+                "grad_layers": [r["norm"] for r in per], "early_steps": f["early_steps"],
+                "lr": card["train"]["lr"], "warmup": card["train"]["warmup"],
+                "n_layers": card["model"]["n_layers"]}
+    pre, post = side(card_pre), side(card_post)
+    holds = (post["spikes"] >= 1 and pre["spikes"] == 0 and post["grad_first"] > pre["grad_first"]
+             and pre["fresh_loss"] < post["fresh_loss"])
+    return {"pre": pre, "post": post, "holds": bool(holds)}
+
+
+NORM_PAIR = ("norm-pre", "norm-post")
+LM_KINDS = ("lm", "lm-gqa", "lm-mqa")
+
+
+def compare_frame(cards: dict[str, dict]) -> pd.DataFrame:
+    """Every shipped pair (or family) that differs in one setting, measured, from the cards:
+    comparison, setting, model, value (what the model has: "rope", "post-norm", "2 layers"),
+    measure, number. Comparisons whose models are not all shipped are left out."""
+    rows = []
+
+    def add(comparison, setting, name, value, measures):
+        rows.extend((comparison, setting, name, value, k, v) for k, v in measures.items())
+
+    pos = extrapolation_frame(cards)
+    if len(pos):
+        L = train_length(cards)
+        for r in positional_ordering(pos, L).to_dict("records"):
+            name = next(n for n, c in cards.items()
+                        if c.get("family") == "positional" and c["model"]["pos"] == r["scheme"])
+            add("positional family", "positional scheme", name, r["scheme"],
+                {f"loss at {L} tokens": r["loss_1x"], f"loss at {4 * L} tokens": r["loss_4x"],
+                 "growth 1x -> 4x": r["growth"]})
+    if all(n in cards for n in LM_KINDS):
+        for n in LM_KINDS:
+            m, c = cards[n]["metrics"], cards[n]["model"]
+            kind = "MHA" if c["n_kv_heads"] == c["n_heads"] else "MQA" if c["n_kv_heads"] == 1 else "GQA"
+            add("MHA / GQA / MQA", "attention kind", n, f"{kind} ({c['n_kv_heads']} kv heads)",
+                {"validation loss": m["val_loss"], "KV cache bytes per token": m["kv_bytes_per_token"]})
+    if all(n in cards for n in NORM_PAIR):
+        c = norm_contrast(cards[NORM_PAIR[0]], cards[NORM_PAIR[1]])
+        for n, k in zip(NORM_PAIR, ("pre", "post")):
+            s = c[k]
+            add("pre-norm vs post-norm", "norm placement", n, f"{k}-norm",
+                {"loss spikes": s["spikes"], "largest rise (nats)": s["largest_rise"],
+                 f"layer 0 gradient norm (steps <= {s['early_steps']})": s["grad_first"],
+                 f"layer {len(s['grad_layers']) - 1} gradient norm (steps <= {s['early_steps']})": s["grad_last"],
+                 "loss on fresh text": s["fresh_loss"], "validation loss": s["val_loss"]})
+    if "induction-2L" in cards and "induction-1L" in cards:
+        c = induction_contrast(cards["induction-2L"], cards["induction-1L"])
+        for n, k in (("induction-1L", "1L"), ("induction-2L", "2L")):
+            s = c[k]
+            add("1 layer vs 2 layers", "layers", n, f"{k[0]} layer{'s' if k == '2L' else ''}",
+                {"repeat loss (test)": s["loss_repeat"], "repeat loss, held out (worst)": s["heldout_max_loss"],
+                 "best induction score": s["max_induction"]})
+    return pd.DataFrame(rows, columns=["comparison", "setting", "model", "value", "measure", "number"])
+
+
+def norm_frames(cards: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The norm pair's cards as the Compare figures' frames: (curves: model, step, metric
+    "train_loss", value — for ``viz.compare_curves``; bars: model, layer, norm, steps — the
+    per-block gradient norm over the early steps, for ``viz.layer_grad_norm_bars``)."""
+    curves, bars = [], []
+    for n in NORM_PAIR:
+        f = cards[n]["finding"]
+        curves += [(n, s, "train_loss", v) for s, v in f["train_loss"]]
+        bars += [(n, r["layer"], r["norm"], r["steps"]) for r in f["layer_grad_norms"]]
+    return (pd.DataFrame(curves, columns=["model", "step", "metric", "value"]),
+            pd.DataFrame(bars, columns=["model", "layer", "norm", "steps"]))
+
+
+def norm_metrics(c: dict) -> list[tuple]:
+    """The Findings page's pre/post-norm metrics: (label, value[, st.metric keywords]) each."""
+    pre, post = c["pre"], c["post"]
+    return [("loss spikes: post / pre", f"{post['spikes']} / {pre['spikes']}",
+             dict(help="times the training loss rose more than 0.5 nats above its lowest so far")),
+            (f"layer 0 gradient norm, steps <= {pre['early_steps']}: post / pre",
+             f"{post['grad_first']:.2f} / {pre['grad_first']:.2f}"),
+            ("loss on fresh text: post / pre", f"{post['fresh_loss']:.2f} / {pre['fresh_loss']:.2f}",
+             dict(help="grammar sentences of another seed, never trained on"))]
+
+
+def norm_sentence(c: dict) -> str:
+    pre, post = c["pre"], c["post"]
+    steps = ", ".join(map(str, post["spike_steps"])) or "none"
+    return (f"**Measured** ({pre['n_layers']} layers, learning rate {pre['lr']:g} from step 1, no "
+            f"warmup, no clipping, same seed and batches): post-norm's training loss spiked "
+            f"{post['spikes']} time(s) (step {steps}; largest rise {post['largest_rise']:.2f} nats), "
+            f"pre-norm's {pre['spikes']} time(s). Over the first {pre['early_steps']} steps layer 0's "
+            f"gradient norm was {post['grad_first']:.3g} in post-norm vs {pre['grad_first']:.3g} in "
+            f"pre-norm. On fresh text: loss {post['fresh_loss']:.3f} (post) vs "
+            f"{pre['fresh_loss']:.3f} (pre). Claim holds: {c['holds']}.")
 
 
 def summary_frame(cards: dict[str, dict]) -> pd.DataFrame:
@@ -288,6 +402,25 @@ def findings_markdown(cards: dict[str, dict]) -> str:
                 f"{r.kv_bytes_per_token:.0f} |" for r in lm.itertuples()]
         out += ["", "KV bytes/token measured from a real cache (float32). Time and memory vs "
                 "sequence length (O(n^2) vs a sliding window) are measured live on the Cost page.", ""]
+    if all(n in cards for n in NORM_PAIR):
+        c = norm_contrast(cards[NORM_PAIR[0]], cards[NORM_PAIR[1]])
+        pre, post = c["pre"], c["post"]
+        out += ["### Pre-norm vs post-norm (norm-pre, norm-post)", "",
+                "| | loss spikes | largest rise | layer 0 grad (early) | last layer grad (early) "
+                "| validation loss | fresh-text loss |", "|---|---|---|---|---|---|---|"]
+        out += [f"| {k}-norm | {s['spikes']} | {s['largest_rise']:.2f} | {s['grad_first']:.3g} | "
+                f"{s['grad_last']:.3g} | {s['val_loss']:.3f} | {s['fresh_loss']:.3f} |"
+                for k, s in (("pre", pre), ("post", post))]
+        out += ["", norm_sentence(c).replace("**Measured**", "Measured"), "",
+                f"Seed: {SEEDS['norm']}", ""]
+    cmp = compare_frame(cards)
+    if len(cmp):
+        out += ["### Compare: shipped pairs that differ in one setting", "",
+                "| comparison | model | value | measure | number |", "|---|---|---|---|---|"]
+        out += [f"| {r.comparison} | {r.model} | {r.value} | {r.measure} | "
+                f"{'n/a' if math.isnan(r.number) else f'{r.number:.4g}'} |"
+                for r in cmp.itertuples()]
+        out += ["", "Open any of them side by side on the Compare page (same input, same axes).", ""]
     if "mlm" in cards:
         m = cards["mlm"]["metrics"]
         out += ["### Masked LM", "", f"- Masked-token accuracy {100 * m['accuracy']:.1f}% "

@@ -20,6 +20,11 @@ metrics are flat ``name -> float`` (None = cannot be measured, e.g. a learned ta
                  source word; "reordered": only adjective-noun phrases, where the order flips)
     mlm          accuracy (masked-token), loss (test split)
     lm           loss, accuracy, ppl (validation and test), kv_bytes_per_token (a real KV cache)
+    norm         loss, accuracy (validation, test, and fresh grammar sentences of another seed,
+                 ``fresh_lm_batch``); from the recorded training history: spikes, largest_rise,
+                 peak_loss_late (the highest logged training loss after ``NORM_EARLY`` steps),
+                 grad.L{l} (block l's gradient norm before clipping, mean over the logged steps up
+                 to ``NORM_EARLY``), grad_first_over_last (layer 0's over the last layer's)
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ import torch
 from ..analysis import THRESHOLDS, pronoun_probe, score_model
 from ..analysis.cost import kv_cache_bytes
 from ..analysis.induction import generalisation, pool_positions, position_curve
-from ..analysis.positional import extrapolation_table
+from ..analysis.positional import extrapolation_table, sequence_metrics
 from ..model.hooks import layer_template
 from ..recording import record
 from ..tasks.base import IGNORE, collate
@@ -353,8 +358,65 @@ def _lm(ckpt, task) -> dict:
                         "n_kv_heads": c.n_kv_heads, "n_heads": c.n_heads}}
 
 
+NORM_EARLY = 50    # "early training": the logged steps up to this one
+FRESH_SEED = 1     # fresh text: grammar sentences of another seed than the task's (0)
+FRESH_TOKENS = 8192
+
+
+def fresh_lm_batch(tokenizer, length: int, n_tokens: int = FRESH_TOKENS,
+                   seed: int = FRESH_SEED) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fresh text the model never saw: sentences of the built-in grammar drawn with ``seed``,
+    tokenized with the model's tokenizer, laid back to back and cut into ``n_tokens // length``
+    windows of ``length`` tokens -> (tokens, targets) [batch, length] (targets: the next token)."""
+    from ..tasks import grammar
+
+    n_seq = max(1, n_tokens // length)
+    need, n = n_seq * length + 1, 64
+    while True:
+        ids = tokenizer.encode_ids(" ".join(grammar.corpus(n, seed)))
+        if len(ids) >= need:
+            break
+        n *= 2
+    ids = torch.tensor(ids[:need])
+    return ids[:-1].view(n_seq, length), ids[1:].view(n_seq, length)
+
+
+def _norm(ckpt, task) -> dict:
+    from ..analysis.compare import layer_grad_norms, loss_spikes
+
+    model, h = ckpt.model, ckpt.history
+    metrics: dict[str, float | None] = {}
+    for split, prefix in (("validation", "val"), ("test", "test")):
+        ev = task.evaluate(model, split, max_examples=len(task.examples(split)))
+        metrics |= {f"{prefix}_loss": ev["loss"], f"{prefix}_accuracy": ev["accuracy"]}
+    length = int(task.params["block"])
+    loss, acc, n = sequence_metrics(model, *fresh_lm_batch(ckpt.tokenizer, length))
+    metrics |= {"fresh_loss": loss, "fresh_accuracy": acc}
+    spikes = loss_spikes(h)
+    metrics["spikes"] = float(len(spikes))
+    metrics["largest_rise"] = float(spikes["rise"].max()) if len(spikes) else 0.0
+    late = [x["train_loss"] for x in h if x["step"] > NORM_EARLY and math.isfinite(x["train_loss"])]
+    metrics["peak_loss_late"] = max(late) if late else None
+    per = layer_grad_norms(h, until=NORM_EARLY)
+    for r in per.itertuples():
+        metrics[f"grad.L{r.layer}"] = float(r.norm)
+    if len(per):
+        metrics["grad_first_over_last"] = float(per["norm"].iloc[0] / per["norm"].iloc[-1])
+    c = model.config
+    return {"sample": f"lm validation and test splits (every window); {n} target tokens of fresh "
+                      f"grammar sentences (seed {FRESH_SEED}, never trained on) in windows of "
+                      f"{length}; the training history's loss spikes and per-layer gradient norms "
+                      f"(logged steps up to {NORM_EARLY})",
+            "metrics": metrics, "heads": _label_heads(model, task),
+            "finding": {"norm": c.norm, "early_steps": NORM_EARLY,
+                        "spikes": spikes.round(4).to_dict("records"),
+                        "layer_grad_norms": per.round(5).to_dict("records"),
+                        "train_loss": [(int(x["step"]), round(float(x["train_loss"]), 4)) for x in h
+                                       if math.isfinite(x["train_loss"])]}}
+
+
 MEASURES = {"coref": _coref, "induction": _induction, "positional": _positional,
-            "translate": _translate, "mlm": _mlm, "lm": _lm}
+            "translate": _translate, "mlm": _mlm, "lm": _lm, "norm": _norm}
 
 
 def kind_of(ckpt) -> str:

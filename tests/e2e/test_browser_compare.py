@@ -1,0 +1,41 @@
+"""The Compare page in a real browser: train a pair (pre- vs post-norm, a few steps) from the
+"Train a pair" tab, watch both curves on one chart, open them side by side, switch the shown head.
+Prints p50/p95 of first render and of switching the head, and the pair's training time."""
+from __future__ import annotations
+
+import time
+
+from browser_helpers import (SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title, report, select, settle,
+                             visit)
+from playwright.sync_api import expect
+
+
+def test_train_a_pair_then_compare(page, open_page, timings) -> None:
+    open_page(page, "/")
+    firsts = [visit(page, "Compare", "Compare"), visit(page, "Home", "tfviz"),
+              visit(page, "Compare", "Compare")]
+    main = page.locator("[data-testid='stMain']")
+    page.get_by_role("tab", name="Train a pair").click()
+    expect(page.get_by_label("Values (comma-separated)")).to_have_value("pre, post")  # norm by default
+    page.get_by_label("Steps", exact=True).fill("12")
+    settle(page)
+    t0 = time.perf_counter()
+    page.get_by_role("button", name="Train the pair").click()
+    chart_title(page, "The pair, live: same axes")
+    open_btn = page.get_by_role("button", name="Compare them side by side")
+    expect(open_btn).to_be_visible(timeout=TRAINING_DEADLINE_MS)
+    trained_s = time.perf_counter() - t0
+    expect(page.get_by_text("lm-post-norm").first).to_be_visible()
+    open_btn.click()
+    settle(page)
+    page.get_by_role("tab", name="Side by side").click()
+    chart_title(page, "Training curves, same axes")
+    chart_title(page, "lm-pre-norm: L0 H0")
+    chart_title(page, "lm-post-norm: L0 H0")
+    switches = []
+    for head in ("1", "0", "1"):
+        t0 = select(page, main, "Head", head)
+        chart_title(page, f"lm-post-norm: L0 H{head}")
+        switches.append(time.perf_counter() - t0)
+    page.screenshot(path=str(SCREENSHOTS / "compare_pair.png"), full_page=True)
+    print(report(timings, "compare", firsts, switches) + f"; pair of 12 steps trained in {trained_s:.1f} s")

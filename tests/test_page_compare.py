@@ -1,0 +1,88 @@
+"""Compare page (AppTest): the shipped pre/post-norm pair side by side — every chart holds the
+checkpoints' own history or a recomputation on the one input —, models that share nothing are
+refused with a message, and "train a pair" trains two runs that open side by side."""
+from __future__ import annotations
+
+import shutil
+import time
+
+import numpy as np
+import pytest
+from apptest_helpers import arr, chart, ok, open_page
+
+from tfviz import load_checkpoint
+from tfviz.analysis.compare import layer_grad_norms, patterns_on
+from tfviz.paths import zoo_dir
+
+TIMEOUT_S = 240
+
+
+@pytest.fixture
+def shipped_pair(tmp_path, monkeypatch) -> list[str]:
+    """The shipped pre/post-norm pair, copied to a temp folder the app lists as 'shipped'."""
+    for n in ("pre", "post"):
+        shutil.copy(zoo_dir() / f"norm-{n}.safetensors", tmp_path)
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    return [str(tmp_path / f"norm-{n}.safetensors") for n in ("pre", "post")]
+
+
+def test_the_shipped_norm_pair_side_by_side(shipped_pair) -> None:
+    PAIR = shipped_pair
+    at = open_page("compare")
+    assert sorted(at.session_state["cmp_models"]) == sorted(PAIR)  # the sidebar model and its task mate
+    cks = {n: load_checkpoint(p) for n, p in zip(("norm-pre", "norm-post"), PAIR)}
+    assert "they share the task lm" in " ".join(c.value for c in at.caption)
+    curves = chart(at, "cmp_curves")["data"]
+    post = next(t for t in curves if t["name"] == "norm-post: train loss")
+    np.testing.assert_allclose(arr(post["y"]), [h["train_loss"] for h in cks["norm-post"].history])
+    bars = {t["name"]: arr(t["y"]) for t in chart(at, "cmp_grad_bars")["data"]}
+    for n, ck in cks.items():
+        np.testing.assert_allclose(bars[n], layer_grad_norms(ck.history)["norm"])
+    assert bars["norm-post"][0] > 2 * bars["norm-pre"][0]  # the measured early-layer difference
+    ids = [int(i) for i in at.session_state["cmp_ids"]]
+    pats = patterns_on({n: ck.model for n, ck in cks.items()}, ids)
+    for n in cks:
+        z = arr(chart(at, f"cmp_head_{n}")["data"][0]["z"])
+        np.testing.assert_allclose(z, pats[n][0, 0], atol=1e-6)
+    roles, cost = (d.value for d in at.dataframe)  # page order: head roles, cost
+    assert sorted(roles.columns) == ["differs", "head", "layer", "norm-post", "norm-pre"] and len(roles) == 24
+    cost = cost.set_index("model")
+    assert cost.loc["norm-pre", "parameters"] == sum(p.numel() for p in cks["norm-pre"].model.parameters())
+    assert (cost["step_ms"] > 0).all()
+
+
+def test_models_that_share_nothing_are_refused(tiny_zoo) -> None:
+    at = open_page("compare", cmp_models=[str(tiny_zoo["tiny-coref"]), str(tiny_zoo["tiny-translate"])])
+    assert any("share neither a task nor a tokenizer" in e.value for e in at.error)
+
+
+def test_train_a_pair_and_open_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    at = open_page("compare", pair_task="lm", pair_setting="n_layers", pair_steps=10)
+    at.text_input(key="pair_values_n_layers").set_value("1, 2")
+    at.button(key="pair_start").click().run()
+    ok(at)
+    t0 = time.perf_counter()
+    while not any(b.key == "pair_open" for b in at.button):  # fragments do not tick in AppTest
+        assert time.perf_counter() - t0 < TIMEOUT_S, "the pair did not finish in time"
+        time.sleep(0.5)
+        at.run()
+        ok(at)
+    names = {t["name"].split(":")[0] for t in chart(at, "pair_curves")["data"]}
+    assert names == {"lm-1-layer", "lm-2-layers"}
+    at.button(key="pair_open").click().run()
+    ok(at)
+    picked = at.session_state["cmp_models"]
+    assert sorted(p.rsplit("/", 1)[-1] for p in picked) == ["lm-1-layer.safetensors", "lm-2-layers.safetensors"]
+    cks = [load_checkpoint(p) for p in picked]
+    assert {c.config.n_layers for c in cks} == {1, 2} and cks[0].train_config == cks[1].train_config
+
+
+@pytest.mark.parametrize("values, message", [("pre, pre", "not all different"),
+                                             ("pre, sideways", "not one of")])
+def test_a_bad_pair_says_why(values, message, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    at = open_page("compare", pair_task="lm", pair_setting="norm")
+    at.text_input(key="pair_values_norm").set_value(values)
+    at.button(key="pair_start").click().run()
+    assert any(message in e.value for e in at.error)

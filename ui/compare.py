@@ -1,0 +1,156 @@
+"""Streamlit side of the Compare page: its computations cached per server (keyed on every compared
+model's path and mtime, like ``ui.cache``), and the "train a pair" form's jobs. The numbers come
+from ``tfviz.analysis.compare`` (and the bench's step time); nothing here computes them."""
+from __future__ import annotations
+
+import streamlit as st
+
+from tfviz.analysis import compare as cmp
+
+from . import cache
+from .figures import show
+from .jobs import job_manager, my_jobs, trained_dir
+from .models import locked
+
+PAIR_JOBS = "_cmp_pair_jobs"  # session state: the job ids of the pair this session started last
+
+
+def _keys(named: dict) -> tuple:
+    return tuple((name, *lm.key) for name, lm in named.items())
+
+
+def _models(named: dict) -> dict:
+    return {name: lm.model for name, lm in named.items()}
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _patterns(keys: tuple, ids: tuple, _named: dict):
+    with locked(_named.values()):
+        return cmp.patterns_on(_models(_named), list(ids))
+
+
+def patterns(named: dict, ids) -> dict:
+    """name -> [layer, head, q_pos, k_pos] on the one input (``cmp.patterns_on``)."""
+    return _patterns(_keys(named), tuple(ids), named)
+
+
+@st.cache_data(max_entries=16, show_spinner="Scoring every head of every model…")
+def _roles(keys: tuple, _named: dict, _task):
+    with locked(_named.values()):
+        return cmp.head_roles(_models(_named), _task)
+
+
+def roles(named: dict, task):
+    return _roles(_keys(named), named, task)
+
+
+@st.cache_data(max_entries=16, show_spinner="Loss and accuracy per position…")
+def _positions(keys: tuple, ids: tuple, _named: dict, _task):
+    batch = cmp.task_batch(_task) if _task is not None else cmp.next_token_batch(list(ids))
+    with locked(_named.values()):
+        return cmp.position_frame(_models(_named), batch)
+
+
+def positions(named: dict, task, ids) -> "pd.DataFrame":  # noqa: F821
+    """Per position on the shared task's validation examples, else on the one input."""
+    return _positions(_keys(named), tuple(ids) if task is None else (), named, task)
+
+
+@st.cache_data(max_entries=16, show_spinner="Loss at each length…")
+def _lengths(keys: tuple, lengths: tuple, _named: dict):
+    with locked(_named.values()):
+        return cmp.length_frame([(n, lm.ckpt) for n, lm in _named.items()], list(lengths),
+                                n_tokens=2048)
+
+
+def lengths(named: dict, lengths_) -> "pd.DataFrame":  # noqa: F821
+    return _lengths(_keys(named), tuple(lengths_), named)
+
+
+@st.cache_data(max_entries=16, show_spinner="Timing a training step of each model…")
+def _cost(keys: tuple, ids: tuple, _named: dict):
+    from tfviz.bench.measure import step_seconds
+
+    df = cmp.cost_frame(_models(_named), pos=len(ids))
+    batch = cmp.next_token_batch(list(ids))
+    times = []
+    for lm in _named.values():
+        with lm.lock:
+            times.append(step_seconds(lm.model, batch.inputs, batch.targets, repeats=3))
+    df["step_ms"] = [1000 * t for t in times]
+    return df
+
+
+def cost(named: dict, ids) -> "pd.DataFrame":  # noqa: F821
+    """Parameters, KV-cache bytes at the input's length, and a measured training step (forward +
+    backward on the one input, median of 3, this server's CPU/GPU under its current load)."""
+    return _cost(_keys(named), tuple(ids), named)
+
+
+# ------------------------------------------------------------------------------ train a pair
+def start_pair(runs, task) -> list[str]:
+    """Queue the pair's runs as this session's jobs (all or none) -> job ids."""
+    from tfviz.train.pairs import submit_pair
+
+    from .session import session_id
+    from .train_state import unique_name
+
+    names, taken = [], set()
+    for r in runs:
+        n = unique_name(r.name)
+        while n in taken:
+            n = unique_name(f"{n}-b")
+        taken.add(n)
+        names.append(n)
+    ids = submit_pair(job_manager(), runs, task, owner=session_id(), directory=trained_dir(),
+                      names=names)
+    st.session_state[PAIR_JOBS] = ids
+    return ids
+
+
+def pair_jobs() -> list:
+    """The jobs of the pair this session started last (those still known to the server)."""
+    ids = set(st.session_state.get(PAIR_JOBS, ()))
+    return [j for j in my_jobs() if j.id in ids]
+
+
+def pair_checkpoints(jobs) -> list[str] | None:
+    """The saved checkpoints of a finished pair, None while any run is still going."""
+    snaps = [j.snapshot() for j in jobs]
+    if not snaps or any(s.active for s in snaps):
+        return None
+    return [s.checkpoint for s in snaps if s.checkpoint]
+
+
+def default_models(refs: dict, selected: str | None) -> list[str]:
+    """The models the page opens with (``cmp.suggest``: the sidebar model's positional family or
+    task, else the shipped pre/post-norm pair)."""
+    cards = {p: c for p in refs if (c := cache.card(p)) is not None}
+    return cmp.suggest(cards, selected)
+
+
+def pair_progress() -> None:
+    """The pair's live curves on one set of axes (a fragment: once a second while it trains), and
+    once every run has ended, a button that opens them side by side."""
+    from tfviz import viz
+
+    polling = any(j.snapshot().active for j in pair_jobs())
+
+    @st.fragment(run_every=1 if polling else None)
+    def live():
+        jobs = pair_jobs()
+        if not jobs:
+            return
+        snaps = [j.snapshot() for j in jobs]
+        if polling and not any(s.active for s in snaps):
+            st.rerun(scope="app")  # done: one full run draws the button and stops the polling
+        st.caption(" · ".join(f"**{s.name}**: {s.state} (step {s.step}/{s.total_steps})"
+                              + (f" — {s.error}" if s.error else "") for s in snaps))
+        df = cmp.curves_frame({s.name: s.history for s in snaps})
+        if len(df):
+            show(viz.compare_curves(df, title="The pair, live: same axes"), "pair_curves", data=df)
+        done = pair_checkpoints(jobs)
+        if done and st.button("Compare them side by side", key="pair_open", type="primary"):
+            st.session_state["cmp_models"] = done[:cmp.MAX_MODELS]
+            st.rerun(scope="app")
+    live()
