@@ -386,37 +386,17 @@ def test_a_recurrent_config_too_big_for_its_file_is_refused_before_building(tmp_
         load_checkpoint(tmp_path / "big.safetensors")
 
 
-MEASURE = r"""
-import json, resource, sys, torch
-torch.set_num_threads(1)
-from tfviz.model.families import config_from_dict
-from tfviz.tasks import make_task
-from tfviz.train import TrainConfig, train
-from tfviz.train.setup import new_model
-cfg, tc = config_from_dict(json.loads(sys.argv[1])), TrainConfig.from_dict(json.loads(sys.argv[2]))
-model = new_model(cfg, 0)
-task = make_task("copy", arch=cfg.arch, n_symbols=30, min_len=14, max_len=14, n_train=256, n_val=8, n_test=8)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-train(model, task, tc)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)
-"""
-
-
 def test_the_memory_estimate_bounds_a_real_recurrent_training_step():
     """An independent measurement (another process's peak resident memory) of an LSTM decoder,
     the cell that keeps the most per token: the estimate is above it and not wildly so
     (measured 312 MB against 530 MB: 1.7x; RNN 1.6x, GRU with additive attention 1.8x)."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    from peak_memory import training_growth
     from tfviz.train.budget import estimate
     cfg = RecurrentConfig(vocab_size=40, d_model=256, n_layers=2, cell="lstm")
     tc = TrainConfig(steps=3, batch_size=256, warmup=1, eval_every=0, eval_examples=8, snapshot_every=0,
                      checkpoint_every=0, device="cpu")
-    out = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(cfg.to_dict()), json.dumps(tc.to_dict())],
-                         capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=600)
-    assert out.returncode == 0, out.stderr
-    grew = int(out.stdout.split()[-1])
+    grew = training_growth(cfg, tc, dict(name="copy", arch=cfg.arch, n_symbols=30, min_len=14, max_len=14,
+                                         n_train=256, n_val=8, n_test=8))
     est = estimate(cfg, tc, positions=30).total  # [BOS] 14 [SEP] 14: the longest example
     assert grew <= est <= 4 * grew, (grew, est)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from peak_memory import training_growth
 from tfviz import limits
 from tfviz.classroom import disk
 from tfviz.classroom.cache import ModelCache, checkpoint_bytes
@@ -110,26 +111,6 @@ def test_the_default_budget_is_a_share_of_what_is_free(monkeypatch):
     assert free and budget and budget <= free and "free memory" in source
 
 
-MEASURE = r"""
-import json, sys, torch
-import torch._dynamo, torch.optim  # what the first optimiser step imports: the server has them already
-torch.set_num_threads(1)
-from tfviz.model import ModelConfig
-from tfviz.tasks import make_task
-from tfviz.train import TrainConfig, train
-from tfviz.train.setup import new_model
-cfg, tc = ModelConfig.from_dict(json.loads(sys.argv[1])), TrainConfig.from_dict(json.loads(sys.argv[2]))
-model = new_model(cfg, 0)
-task = make_task("copy", arch="decoder", n_symbols=30, min_len=14, max_len=14, n_train=256, n_val=8, n_test=8)
-def status(key):  # bytes, from the kernel's own accounting of this process
-    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(key))
-before = status("VmRSS:")
-open("/proc/self/clear_refs", "w").write("5")  # the peak (VmHWM) restarts from now: what came before
-train(model, task, tc)                           # (imports, building the task) cannot hide the step's
-print(status("VmHWM:") - before)
-"""
-
-
 def test_the_estimate_is_at_least_what_a_real_training_step_takes():
     """An independent measurement: the peak resident memory of a real training (another
     process) grows by no more than the estimate, and the estimate is not wildly above it."""
@@ -137,10 +118,8 @@ def test_the_estimate_is_at_least_what_a_real_training_step_takes():
     cfg = model_config_for(task, d_model=256, n_heads=8, n_layers=3)
     tc = TrainConfig(steps=3, batch_size=128, warmup=1, eval_every=0, eval_examples=8, snapshot_every=0,
                      checkpoint_every=0, device="cpu")
-    out = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(cfg.to_dict()), json.dumps(tc.to_dict())],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert out.returncode == 0, out.stderr
-    grew = int(out.stdout.split()[-1])
+    grew = training_growth(cfg, tc, dict(name="copy", arch="decoder", n_symbols=30, min_len=14, max_len=14,
+                                         n_train=256, n_val=8, n_test=8))
     est = estimate(cfg, tc, positions=30).total  # [BOS] 14 [SEP] 14: the longest example
     assert grew <= est <= 4 * grew, (grew, est)
 
