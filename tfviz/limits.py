@@ -5,7 +5,7 @@ environment variable each, read when asked (so a server, or a test, sets them be
     TFVIZ_CHECKPOINT_MB        1024      the largest checkpoint the app trains or opens from its own
                                          folders (shipped, published, trained); the Train page
                                          refuses a model whose checkpoint would be larger
-    TFVIZ_LOCAL_MODEL_MB       2048      a model folder the server reads from its own disk (a Hugging
+    TFVIZ_LOCAL_MODEL_MAX_MB   2048      a model folder the server reads from its own disk (a Hugging
                                          Face folder: GPT-2 124M is 475 MB); never an upload
     (UPLOAD_MB)                50        one uploaded file (= server.maxUploadSize in
                                          .streamlit/config.toml)
@@ -57,7 +57,7 @@ def checkpoint_bytes() -> int:
 
 
 def local_model_bytes() -> int:
-    return int(_number("TFVIZ_LOCAL_MODEL_MB", 2048, 1) * MB)
+    return int(_number("TFVIZ_LOCAL_MODEL_MAX_MB", 2048, 1) * MB)
 
 
 def upload_bytes() -> int:

@@ -26,13 +26,13 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from .. import storage
+from .. import limits, storage
 
 CONFIG, WEIGHTS, INDEX = "config.json", "model.safetensors", "model.safetensors.index.json"
 TOKENIZER, TOKENIZER_CONFIG = "tokenizer.json", "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"  # older transformers wrote the special tokens here
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-LOCAL_MAX_BYTES = 2 * 2**30
+LOCAL_MAX_BYTES = 2 * 2**30  # the default of limits.local_model_bytes
 """Default limit on a folder's weight files (2 GiB: GPT-2 small is 0.5 GB, medium 1.5 GB). Loaded
 as float32, a model takes about (file size x 4 / bytes per stored number) of memory. Override
 with ``$TFVIZ_LOCAL_MODEL_MAX_MB`` or ``max_bytes=``. Uploads keep their own, smaller limit."""
@@ -47,13 +47,12 @@ class ModelFolderError(ValueError):
 
 
 def local_max_bytes() -> int:
-    value = os.environ.get("TFVIZ_LOCAL_MODEL_MAX_MB")
-    if not value:
-        return LOCAL_MAX_BYTES
+    """The largest weights read from a local folder: ``tfviz.limits.local_model_bytes``
+    ($TFVIZ_LOCAL_MODEL_MAX_MB, default 2048)."""
     try:
-        return int(float(value) * 2**20)
-    except ValueError:
-        raise ModelFolderError(f"TFVIZ_LOCAL_MODEL_MAX_MB={value!r} is not a number of megabytes") from None
+        return limits.local_model_bytes()
+    except ValueError as e:
+        raise ModelFolderError(str(e)) from None
 
 
 def _mb(n: int) -> str:
