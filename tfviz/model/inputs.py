@@ -26,3 +26,18 @@ def check_tokens(config, t, what: str, offset: int = 0) -> None:
     if limit is not None and offset + t.shape[1] > limit:
         raise ValueError(f"{what} reaches position {offset + t.shape[1]}, but "
                          f"{config.scheme.length_limit(config)}")
+
+
+def find_padding(config, tokens: torch.Tensor, padding_mask: torch.Tensor | None):
+    """[batch, pos] bool, True = padding: ``padding_mask`` when given (checked), else the tokens
+    equal to ``config.pad_id``; None when there is no padding at all. Each model family then
+    checks what padding it can handle."""
+    if padding_mask is not None:
+        if padding_mask.shape != tokens.shape or padding_mask.dtype != torch.bool:
+            raise ValueError("padding_mask must be a bool tensor shaped like the tokens (True = padding)")
+        pads = padding_mask
+    elif config.pad_id is None:
+        return None
+    else:
+        pads = tokens == config.pad_id
+    return pads if bool(pads.any()) else None

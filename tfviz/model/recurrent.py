@@ -55,7 +55,7 @@ from .additive import AdditiveAttention
 from .config import VersionedConfig, _check_choice, _check_int
 from .decoding import generate
 from .hooks import HookPoint, name_hook_points
-from .inputs import check_tokens
+from .inputs import check_tokens, find_padding
 
 RECURRENT_FORMAT_VERSION = 1  # of RecurrentConfig.to_dict()
 CELLS: dict[str, type[nn.RNNBase]] = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
@@ -341,15 +341,8 @@ class RecurrentModel(nn.Module):
     # ------------------------------------------------------------------ inputs
     def _pads(self, tokens: torch.Tensor, padding_mask: torch.Tensor | None, what: str):
         """[batch, pos] True = padding (only at the end of a row), or None when there is none."""
-        if padding_mask is not None:
-            if padding_mask.shape != tokens.shape or padding_mask.dtype != torch.bool:
-                raise ValueError("padding_mask must be a bool tensor shaped like the tokens (True = padding)")
-            pads = padding_mask
-        elif self.config.pad_id is None:
-            return None
-        else:
-            pads = tokens == self.config.pad_id
-        if not bool(pads.any()):
+        pads = find_padding(self.config, tokens, padding_mask)
+        if pads is None:
             return None
         if bool((pads[:, :-1] & ~pads[:, 1:]).any()):
             raise ValueError(f"padding inside {what}: a recurrent network reads every token in "

@@ -22,7 +22,7 @@ from .config import ModelConfig
 from .decoding import generate
 from .heads import HEADS
 from .hooks import HookPoint, name_hook_points
-from .inputs import check_tokens
+from .inputs import check_tokens, find_padding
 from .masks import MaskSpec
 from .norms import make_norm
 from .positional import make_positional
@@ -177,15 +177,8 @@ class Transformer(nn.Module):
 
     def _pads(self, tokens: torch.Tensor, padding_mask: torch.Tensor | None, causal: bool):
         """[batch, pos] True = padding, or None when nothing needs masking."""
-        if padding_mask is not None:
-            if padding_mask.shape != tokens.shape or padding_mask.dtype != torch.bool:
-                raise ValueError("padding_mask must be a bool tensor shaped like the tokens (True = padding)")
-            pads = padding_mask
-        elif self.config.pad_id is None:
-            return None
-        else:
-            pads = tokens == self.config.pad_id
-        if not bool(pads.any()):
+        pads = find_padding(self.config, tokens, padding_mask)
+        if pads is None:
             return None
         if bool(pads.all(dim=1).any()):
             raise ValueError("a sequence in the batch is all padding: it has nothing to attend to")
