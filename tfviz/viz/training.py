@@ -17,6 +17,14 @@ SERIES = (("train_loss", "train loss", 1), ("val_loss", "validation loss", 1),
           ("accuracy", "accuracy", 2), ("val_accuracy", "validation accuracy", 2))
 
 
+def _loss_accuracy_axes(fig: go.Figure, log_y: bool, has_acc: bool, accuracy: str) -> None:
+    """Loss on row 1 (log or linear), ``accuracy`` in [0, 1] on row 2 when shown, steps below."""
+    fig.update_yaxes(title=dict(text="loss"), type="log" if log_y else "linear", row=1, col=1)
+    if has_acc:
+        fig.update_yaxes(title=dict(text=accuracy), range=[0, 1.02], row=2, col=1)
+    fig.update_xaxes(title=dict(text="step"), row=2 if has_acc else 1, col=1)
+
+
 def loss_curves(history: Sequence[Mapping], *, log_y: bool = False,
                 title: str = "Training curves"):
     """Top panel: train/validation loss against step; bottom panel (only if any record has an
@@ -36,10 +44,7 @@ def loss_curves(history: Sequence[Mapping], *, log_y: bool = False,
                                  "lines", name=name, line=dict(color=HEAD_COLOURS[i]),
                                  hovertemplate=f"step %{{x}}: {name} %{{y:.4f}}<extra></extra>"),
                       row=row, col=1)
-    fig.update_yaxes(title=dict(text="loss"), type="log" if log_y else "linear", row=1, col=1)
-    if has_acc:
-        fig.update_yaxes(title=dict(text="accuracy"), range=[0, 1.02], row=2, col=1)
-    fig.update_xaxes(title=dict(text="step"), row=2 if has_acc else 1, col=1)
+    _loss_accuracy_axes(fig, log_y, has_acc, "accuracy")
     return apply_theme(fig, title=title, height=520 if has_acc else 380, width=800)
 
 
@@ -113,10 +118,7 @@ def compare_curves(df: pd.DataFrame, *, metrics: Sequence[str] = ("train_loss", 
                 marker=dict(size=6),
                 hovertemplate=f"{name}, step %{{x}}: {label} %{{y:.4f}}<extra></extra>"),
                 row=row, col=1)
-    fig.update_yaxes(title=dict(text="loss"), type="log" if log_y else "linear", row=1, col=1)
-    if has_acc:
-        fig.update_yaxes(title=dict(text="validation accuracy"), range=[0, 1.02], row=2, col=1)
-    fig.update_xaxes(title=dict(text="step"), row=2 if has_acc else 1, col=1)
+    _loss_accuracy_axes(fig, log_y, has_acc, "validation accuracy")
     fig.update_layout(legend=dict(orientation="h", y=-0.18))
     return apply_theme(fig, title=title, height=560 if has_acc else 420, width=800)
 

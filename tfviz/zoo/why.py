@@ -217,6 +217,15 @@ def _table(records: list[dict], index: str, column: str, value: str, fmt: str = 
     return lines
 
 
+def _opening(title: str, result: dict, lead: str, first_table: str) -> list[str]:
+    """A readme section's title, what the experiment is about, the training budget every model
+    shared, and the caption of its first table."""
+    t = result["train"]
+    return [f"## {title}", "", result["about"],
+            f"{lead}: {t['steps']} steps, batch {t['batch_size']}, lr {t['lr']}, seed {t['seed']}; "
+            f"training seconds: {result['train_seconds']}.", "", first_table, ""]
+
+
 def readme(results: dict[str, dict]) -> str:
     lines = ["# Why attention: measured (issue 14, items 2-3)", "",
              f"Rebuild with `{COMMAND}` (CPU, 1 torch thread, fixed seeds). Every number below is "
@@ -224,11 +233,8 @@ def readme(results: dict[str, dict]) -> str:
              "bottleneck sources never in the training split).", ""]
     r = results.get("recall")
     if r:
-        lines += ["## Long-range dependency (recall)", "", r["about"],
-                  f"Same budget for every model: {r['train']['steps']} steps, batch "
-                  f"{r['train']['batch_size']}, lr {r['train']['lr']}, seed {r['train']['seed']}; "
-                  f"training seconds: {r['train_seconds']}.", "",
-                  "Accuracy on fresh sequences (chance 0.125; trained distances 1-32):", ""]
+        lines += _opening("Long-range dependency (recall)", r, "Same budget for every model",
+                          "Accuracy on fresh sequences (chance 0.125; trained distances 1-32):")
         lines += _table(r["accuracy"], "distance", "model", "accuracy")
         lines += ["", f"Gradient of the answer's loss at each input position (fresh sequences with "
                       f"{GRADIENT_DISTANCE} fillers): log10 factor per step back and the key's "
@@ -241,11 +247,8 @@ def readme(results: dict[str, dict]) -> str:
         lines += ["", "Tried:", *[f"- {t}" for t in r["tried"]], ""]
     b = results.get("bottleneck")
     if b:
-        lines += ["## The bottleneck (reverse)", "", b["about"],
-                  f"Same budget: {b['train']['steps']} steps, batch {b['train']['batch_size']}, lr "
-                  f"{b['train']['lr']}, seed {b['train']['seed']}; training seconds: "
-                  f"{b['train_seconds']}.", "",
-                  "Whole output right (teacher-forced) on fresh sources (trained lengths 2-10):", ""]
+        lines += _opening("The bottleneck (reverse)", b, "Same budget",
+                          "Whole output right (teacher-forced) on fresh sources (trained lengths 2-10):")
         lines += _table(b["accuracy"], "length", "model", "accuracy")
         lines += ["", "Tokens right:", ""]
         lines += _table(b["accuracy"], "length", "model", "token_accuracy")
