@@ -1,7 +1,6 @@
 """Compare: 2-4 models that share a task or a tokenizer, side by side on one input — training
 curves on the same axes, the same head, every head, head roles, loss per position and per length,
 cost — and "train a pair" that differs in exactly one setting (ui.compare; tfviz.analysis.compare)."""
-import pandas as pd
 import streamlit as st
 
 from tfviz import viz
@@ -13,18 +12,14 @@ from ui import cache
 from ui import compare as uc
 from ui.figures import show
 from ui.inputs import model_input
-from ui.models import available_models, load_model
+from ui.models import available_models
 from ui.picker import current_model
-from ui.widgets import choice
+from ui.widgets import choice, column_pairs, or_stop
 
 st.title("Compare")
 current = current_model(required=False)
 side, pair = st.tabs(["Side by side", "Train a pair"])
 refs = {r.path: r for r in available_models()}
-
-
-def columns(n):  # two per row: each chart stays readable at 1024 px
-    return [c for _ in range((n + 1) // 2) for c in st.columns(2)][:n]
 
 
 with pair:
@@ -53,17 +48,12 @@ with side:
     if len(chosen) < 2:
         st.info("Pick two to four models (e.g. a pair trained in the other tab).")
         st.stop()
-    named = {refs[p].label.rsplit(" (", 1)[0]: load_model(refs[p]) for p in chosen}
-    try:
-        basis = cmp.common_basis([(n, lm.ckpt) for n, lm in named.items()])
-    except ValueError as e:
-        st.error(str(e))
-        st.stop()
+    named = uc.load_named(refs, chosen)
+    basis = or_stop(lambda: cmp.common_basis([(n, lm.ckpt) for n, lm in named.items()]))
     first, names = next(iter(named.values())), list(named)
     task = cache.task_of(first) if basis.kind == "task" else None
     st.caption(f"One input for all: {basis.sentence()}.")
-    cap = min([lm.config.max_positions or 64 for lm in named.values()] + [64])
-    if (inp := model_input(first, "cmp", cap=cap)) is None:
+    if (inp := model_input(first, "cmp", cap=cmp.input_cap([lm.config for lm in named.values()]))) is None:
         st.stop()
     ids, tokens = list(inp.ids), list(inp.tokens)
     st.session_state["cmp_ids"] = ids  # the one input every model read
@@ -72,28 +62,22 @@ with side:
     hist = {n: lm.ckpt.history for n, lm in named.items()}
     if len(curves := cmp.curves_frame(hist)):
         show(viz.compare_curves(curves), "cmp_curves", data=curves)
-    grads = {n: cmp.grad_norm_frame(h) for n, h in hist.items()}
-    if any(len(g) for g in grads.values()):
-        bars = pd.concat([cmp.layer_grad_norms(h).assign(model=n) for n, h in hist.items()])
+    if (gradients := cmp.gradient_frames(hist)) is not None:
+        bars, every, grads = gradients
         show(viz.layer_grad_norm_bars(bars, title="Gradient norm per block, mean over training"),
              "cmp_grad_bars", data=bars)
-        show(viz.grad_norm_heatmap(grads), "cmp_grads",
-             data=pd.concat([g.assign(model=n) for n, g in grads.items()]))
+        show(viz.grad_norm_heatmap(grads), "cmp_grads", data=every)
 
     st.subheader("Attention on the same input")
-    try:
-        pats = uc.patterns(named, ids)
-    except ValueError as e:
-        st.error(str(e))
-        st.stop()
+    pats = or_stop(lambda: uc.patterns(named, ids))
     l_col, h_col = st.columns(2)
     layer = choice(l_col, "Layer", range(min(p.shape[0] for p in pats.values())), "cmp_layer")
     head = choice(h_col, "Head", range(min(p.shape[1] for p in pats.values())), "cmp_head")
-    for col, n in zip(columns(len(names)), names):
+    for col, n in zip(column_pairs(len(names)), names):
         with col:
             show(viz.head_heatmap(pats[n][layer, head], tokens, title=f"{n}: L{layer} H{head}"),
                  f"cmp_head_{n}", data=viz.pattern_frame(pats[n][layer, head], tokens, tokens))
-    for col, n in zip(columns(len(names)), names):
+    for col, n in zip(column_pairs(len(names)), names):
         with col:
             show(viz.heads_grid(pats[n], tokens, tokens, selected=(layer, head), title=f"{n}: every head"),
                  f"cmp_grid_{n}", data=viz.pattern_frame(pats[n], tokens, tokens))
@@ -101,8 +85,7 @@ with side:
     st.subheader("Head roles (orange: the models differ)")
     wide, long = uc.roles(named, task)
     show(viz.head_role_grid(wide, names), "cmp_roles", data=long)
-    st.dataframe(wide.style.apply(lambda r: ["background-color: #fde7c7" if r["differs"] else ""] * len(r),
-                                  axis=1), hide_index=True)
+    st.dataframe(uc.differs_style(wide), hide_index=True)
 
     st.subheader("Loss and accuracy per position" + ("" if task else " (on the input above)"))
     pos = uc.positions(named, task, ids)
@@ -117,8 +100,8 @@ with side:
         if st.session_state.get("cmp_lengths_asked") == (tuple(chosen), factor):
             lens = uc.lengths(named, compare_lengths(L, factor))
             show(viz.extrapolation_curves(lens, L, scheme="model"), "cmp_lengths", data=lens)
-            for m in lens.loc[lens["note"] != "", "model"].unique():
-                st.warning(f"{m}: " + lens.loc[lens["model"] == m, "note"].iloc[-1])
+            for m, note in cmp.length_notes(lens).items():
+                st.warning(f"{m}: {note}")
 
     st.subheader("Cost")
     st.dataframe(uc.cost(named, ids), hide_index=True)

@@ -10,7 +10,7 @@ from tfviz.analysis import compare as cmp
 from . import cache
 from .figures import show
 from .jobs import job_manager, my_jobs, trained_dir
-from .models import locked
+from .models import load_model, locked
 
 PAIR_JOBS = "_cmp_pair_jobs"  # session state: the job ids of the pair this session started last
 
@@ -128,6 +128,17 @@ def default_models(refs: dict, selected: str | None) -> list[str]:
     cards = {p: c for p in refs if (c := cache.card(p)) is not None}
     return cmp.suggest(cards, selected)
 
+
+
+def load_named(refs: dict, chosen) -> dict:
+    """The chosen model paths loaded, keyed by their label without its "(...)" suffix."""
+    return {refs[p].label.rsplit(" (", 1)[0]: load_model(refs[p]) for p in chosen}
+
+
+def differs_style(wide):
+    """The head-role table with the rows where the models differ shaded orange."""
+    return wide.style.apply(lambda r: ["background-color: #fde7c7" if r["differs"] else ""] * len(r),
+                            axis=1)
 
 def pair_progress() -> None:
     """The pair's live curves on one set of axes (a fragment: once a second while it trains), and

@@ -111,6 +111,12 @@ def site_layer_head(cfg, prefix: str):
     return all_sites[labels.index(label)], layer, head
 
 
+
+def column_pairs(n: int) -> list:
+    """``n`` columns laid out two per row: each chart stays readable at 1024 px."""
+    return [c for _ in range((n + 1) // 2) for c in st.columns(2)][:n]
+
+
 def metric_row(*items) -> None:
     """One row of ``st.metric`` boxes: each item (label, value) or (label, value, keywords such
     as help / delta)."""

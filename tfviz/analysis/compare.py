@@ -161,6 +161,17 @@ def layer_grad_norms(history: Sequence[Mapping], until: int | None = None) -> pd
     return out
 
 
+
+def gradient_frames(histories: Mapping[str, Sequence[Mapping]]):
+    """The gradient norms each compared run recorded, or None when none recorded any: (per block,
+    averaged over training: model, layer, norm, steps; every group at every step: the model's
+    ``grad_norm_frame`` with a model column; {model: grad_norm_frame})."""
+    grads = {n: grad_norm_frame(h) for n, h in histories.items()}
+    if not any(len(g) for g in grads.values()):
+        return None
+    bars = pd.concat([layer_grad_norms(h).assign(model=n) for n, h in histories.items()])
+    return bars, pd.concat([g.assign(model=n) for n, g in grads.items()]), grads
+
 def loss_spikes(history: Sequence[Mapping], rise: float = SPIKE_RISE,
                 settle: float = SPIKE_SETTLE, key: str = "train_loss") -> pd.DataFrame:
     """Loss spikes of one run: each time the logged training loss rose more than ``rise`` nats
@@ -294,6 +305,18 @@ def length_frame(checkpoints: Sequence[tuple[str, object]], lengths: Sequence[in
     (``extrapolation_table``), for the compared checkpoints."""
     return extrapolation_table(checkpoints, lengths, **kw)
 
+
+
+def length_notes(lengths: pd.DataFrame) -> dict[str, str]:
+    """model -> the last note ``length_frame`` left for it (why a length was not measured)."""
+    noted = lengths[lengths["note"] != ""]
+    return {m: noted.loc[noted["model"] == m, "note"].iloc[-1] for m in noted["model"].unique()}
+
+
+def input_cap(configs: Sequence, most: int = 64) -> int:
+    """The longest input every compared model takes (``max_positions``; None = any), at most
+    ``most`` tokens so that the per-head figures stay readable."""
+    return min([c.max_positions or most for c in configs] + [most])
 
 # ------------------------------------------------------------------------------ cost
 def cost_frame(models: Mapping[str, object], pos: int | None = None) -> pd.DataFrame:
