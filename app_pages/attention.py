@@ -15,7 +15,6 @@ from ui.widgets import (forget_on_model_change, or_stop, query_picker, remember_
 TABS = ["Heatmap", "All heads", "Lines", "Step-through", "Head roles", "Pronoun probe"]
 MODEL_KEYS = ("att_site", "att_layer", "att_head", "att_query", "lines_query", "lines_orientation",
               "probe_source", "probe_query", "_att_seen_grid", "_att_seen_table", "_att_table_heads")
-GRID_CSV_CELLS = 120_000  # larger grids: CSV of the selected head only (NPZ has everything)
 
 st.title("Attention explorer")
 st.caption("Rows are **queries** (the token doing the looking), columns **keys** (the tokens "
@@ -40,14 +39,11 @@ def heatmap(key: str) -> None:
 
 def all_heads() -> None:
     stack = explorer.layer_stack(arrays, site)  # [layer, head, q_pos, k_pos]
-    small = stack.size <= GRID_CSV_CELLS  # else the CSV holds the selected head (NPZ: all)
+    csv, note = explorer.grid_csv(stack, pattern)  # every head, or the selected one of a large grid
     show(viz.heads_grid(stack, qt, kt, selected=(layer, head),
                         title=f"{site.label}: every layer × head (click a tile)"),
-         "att_grid", data=viz.pattern_frame(stack if small else pattern, qt, kt),
-         on_select="rerun", filename="attention-all-heads")
-    st.caption(f"Selected (red outline): **layer {layer}, head {head}** — shown below."
-               + ("" if small else " The CSV holds the selected head; every head is in the NPZ "
-                  "download at the bottom."))
+         "att_grid", data=viz.pattern_frame(csv, qt, kt), on_select="rerun", filename="attention-all-heads")
+    st.caption(f"Selected (red outline): **layer {layer}, head {head}** — shown below." + note)
     heatmap("att_grid_head")
 
 
@@ -69,7 +65,7 @@ def step_through() -> None:
                      inp.query if site.q_side == "tokens" else len(qt) - 1)
     s = explorer.step_inputs(arrays, site, layer, head, q)
     table, ok, check = explorer.step_table(s, kt, q)
-    st.latex(explorer.STEP_FORMULA.replace("D_K", str(len(s.q))))
+    st.latex(explorer.step_formula(s))
     st.markdown(explorer.step_sentence(table, s, kt))
     if notes := explorer.step_notes(s, cfg, head):
         st.caption(notes)
@@ -88,8 +84,7 @@ def head_roles() -> None:
     remember_table_heads("att", df)
     st.dataframe(df.round(3), key="att_table", on_select="rerun", selection_mode="single-row",
                  hide_index=True, width="stretch")
-    st.caption("Pick a row to show that head. Scored on: "
-               + "; ".join(sorted(set(df.attrs.get("inputs", {}).values()))))
+    st.caption("Pick a row to show that head. Scored on: " + explorer.scored_on(df))
     st.expander("What the labels mean").markdown(labels_markdown())
     st.markdown(explorer.role_line(df, layer, head))
     heatmap("att_table_head")
@@ -97,9 +92,8 @@ def head_roles() -> None:
 
 def probe() -> None:
     task = cache.task_of(lm)
-    if lm.task_name != "coref" or not hasattr(task, "mission_sentences"):
-        return st.info("The pronoun probe is for coreference models (task “coref”): pick one in "
-                       "the sidebar, e.g. one trained on the Train page with the coref task.")
+    if why := explorer.probe_unavailable(lm.task_name, task):
+        return st.info(why)
     sentences = explorer.probe_sentences(task, inp, "The input above")
     ids, tokens, meta, text = sentences[st.radio("Sentence", list(sentences), key="probe_source",
                                                  horizontal=True)]

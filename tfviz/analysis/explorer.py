@@ -30,6 +30,7 @@ ATTN_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_po
               "hook_attn_scores", "hook_pattern", "hook_z")
 PRONOUNS = ("it", "its")
 READABLE_MAX = 128  # longest input the explorer shows: beyond it labels and cells get unreadable
+GRID_CSV_CELLS = 120_000  # larger all-heads grids: the CSV holds the selected head only
 
 
 # ---------------------------------------------------------------------------- sites
@@ -226,6 +227,16 @@ def layer_stack(arrays: Mapping[str, np.ndarray], site: Site, hook: str = "hook_
         raise ValueError(f"nothing recorded for {site.label} ({site.name(0, hook)})") from None
 
 
+
+def grid_csv(stack: np.ndarray, selected: np.ndarray) -> tuple[np.ndarray, str]:
+    """What the all-heads grid's CSV holds: every head of ``stack`` [layer, head, q, k], or beyond
+    ``GRID_CSV_CELLS`` cells only the ``selected`` head [q, k]; and a sentence saying so ("" when
+    everything fits)."""
+    if stack.size <= GRID_CSV_CELLS:
+        return stack, ""
+    return selected, " The CSV holds the selected head; every head is in the NPZ download at the bottom."
+
+
 def kv_head(head: int, n_heads: int, n_kv_heads: int) -> int:
     """The key/value head query head ``head`` reads: GQA / MQA share each kv head between
     n_heads / n_kv_heads consecutive query heads, as the model does."""
@@ -277,6 +288,11 @@ def step_inputs(arrays: Mapping[str, np.ndarray], site: Site, layer: int, head: 
 STEP_FORMULA = (r"z_i=\sum_j \mathrm{softmax}_j\Big(\mathrm{mask}_j\big(\tfrac{q_i\cdot k_j}"
                 r"{\sqrt{d_k}}+b_{ij}\big)\Big)\,v_j \qquad d_k=D_K")  # LaTeX; D_K: the value
 STEP_TOLERANCE = 1e-4
+
+
+def step_formula(inputs: StepInputs) -> str:
+    """``STEP_FORMULA`` with this head's d_k written in."""
+    return STEP_FORMULA.replace("D_K", str(len(inputs.q)))
 
 
 def step_check(softmax, z, inputs: StepInputs) -> tuple[float, float]:
@@ -371,6 +387,11 @@ def head_table(model, task, site: Site, *, n_examples: int = 64, tokenizer=None,
     return out
 
 
+def scored_on(table) -> str:
+    """The inputs ``head_table`` scored its heads on, as one line."""
+    return "; ".join(sorted(set(table.attrs.get("inputs", {}).values())))
+
+
 def role_line(table, layer: int, head: int) -> str:
     """"**Layer 1, head 2: induction** — what that label means" for one row of ``head_table``."""
     label = role_of(table, layer, head)
@@ -405,6 +426,14 @@ def probe_queries(tokens: Sequence[str], meta: Mapping | None = None) -> list[in
     """Positions of "it"/"its" in ``tokens`` and a coref example's query, sorted."""
     q = int((meta or {}).get("query_index", -1))
     return sorted(set(pronoun_positions(tokens)) | ({q} if q >= 0 else set()))
+
+
+def probe_unavailable(task_name: str | None, task) -> str | None:
+    """Why the pronoun probe cannot run on a model of this task, or None when it can."""
+    if task_name != "coref" or not hasattr(task, "mission_sentences"):
+        return ("The pronoun probe is for coreference models (task “coref”): pick one in the "
+                "sidebar, e.g. one trained on the Train page with the coref task.")
+    return None
 
 
 def probe_sentences(task, current: ModelInput, current_label: str) -> dict[str, tuple]:
