@@ -3,12 +3,9 @@ rotating a real query, ALiBi and T5 biases (the schemes compared on longer input
 import streamlit as st
 
 import tfviz
-from tfviz.analysis.positional import (bias_tables, demo_vector, recorded_qk, rope_setup,
-                                       scheme_tables, sinusoidal_start, stack_tables,
-                                       token_type_table)
-from tfviz.analysis.rope import rope_caption, rope_score_grid
-from tfviz.model import hook_name
-from tfviz.model.positional import ROTARY_PAIRS, SCHEMES as POSITIONAL
+from tfviz.analysis import positional as ap
+from tfviz.analysis.rope import GRID_NOTE, rope_caption, rope_score_grid
+from tfviz.model.positional import SCHEMES as POSITIONAL
 from tfviz.viz import (alibi_bias, default_dims, pe_matrix, pe_waves,
                        position_similarity, rope_frequencies, rope_relative_scores,
                        similarity_vs_distance, t5_bias, t5_buckets)
@@ -40,14 +37,13 @@ name = lm.ref.label if lm is not None else ""
 
 def sinusoidal() -> None:
     c1, c2 = st.columns(2)
-    d0, n0 = sinusoidal_start(cfg)
+    d0, n0 = ap.sinusoidal_start(cfg)
     d = c1.slider("d_model", 8, 512, d0, step=8, key="pos_sin_d")
     n = c2.slider("positions", 8, 256, n0, key="pos_sin_n")
-    table = scheme_tables("sinusoidal", d_model=d, n=n)["sinusoidal"].numpy()
+    table = ap.scheme_tables("sinusoidal", d_model=d, n=n)["sinusoidal"].numpy()
     if uses:
         st.success(f"{name} adds exactly this table (its d_model is {cfg.d_model}).")
-    st.latex(r"PE(p, 2i) = \sin\left(p / 10000^{2i/d}\right),\quad "
-             r"PE(p, 2i{+}1) = \cos\left(p / 10000^{2i/d}\right)")
+    st.latex(ap.SINUSOIDAL_LATEX)
     show(pe_matrix(table, title=f"Sinusoidal table: {n} positions × d_model {d}"), key="pos_sin_matrix")
     dims = st.multiselect("Dimensions to plot", list(range(d)), default=default_dims(d), key="pos_sin_dims")
     show(pe_waves(table, dims, title="One wave per dimension: fast on the left, slow on the right"),
@@ -58,35 +54,29 @@ def sinusoidal() -> None:
 
 def learned() -> None:
     if not uses:
-        return st.info(f"{name or 'No model'} has no learned position table (it uses "
-                       f"{cfg.pos if cfg else 'nothing'}). Pick a model with learned positions in the sidebar.")
-    table = stack_tables(tfviz.positional_tables(lm.model), stack)["learned"].numpy()
+        return st.info(ap.no_learned_note(name, cfg.pos if cfg else None))
+    table = ap.stack_tables(tfviz.positional_tables(lm.model), stack)["learned"].numpy()
     if len(table) > LEARNED_SHOWN:  # GPT-2's 1,024 x 768: a grid no projector shows
         n = st.slider("positions shown", 16, len(table), LEARNED_SHOWN, step=16, key="pos_learned_n")
-        st.caption(f"The first {n} of the table's {len(table):,} rows (the figures grow with the "
-                   "square of the positions shown).")
+        st.caption(ap.rows_shown_note(n, len(table)))
         table = table[:n]
-    sin = scheme_tables("sinusoidal", d_model=cfg.d_model + cfg.d_model % 2, n=table.shape[0])["sinusoidal"]
     show(pe_matrix(table, title=f"Learned position table of {name} ({stack or 'model'})"),
          key="pos_learned_matrix")
     side_by_side((position_similarity(table, title="Cosine similarity between learned positions"),
                   "pos_learned_sim"),
-                 (similarity_vs_distance({"learned": table, "sinusoidal (same size)": sin.numpy()}),
+                 (similarity_vs_distance({"learned": table, "sinusoidal (same size)": ap.sinusoidal_like(table)}),
                   "pos_learned_dist"))
-    st.caption(f"A table has exactly {cfg.max_len} rows: a longer input has no vector, so learned "
-               "positions cannot extrapolate.")
-    types = token_type_table(lm.model)
+    st.caption(ap.learned_limit_note(cfg.max_len))
+    types = ap.token_type_table(lm.model)
     if types is not None:  # BERT: a segment vector is added too
         st.subheader("Token types (segments)")
         show(pe_matrix(types, title=f"Token-type table of {name}: {len(types)} rows × d_model {cfg.d_model}"),
              key="pos_token_types")
-        st.caption("Besides its position vector, every token gets the vector of its segment: type 0 "
-                   "for the first sentence (every input on these pages), type 1 for the second "
-                   "sentence of a pair (BERT's next-sentence inputs: [CLS] A [SEP] B [SEP]).")
+        st.caption(ap.TOKEN_TYPES_NOTE)
 
 
 def rope() -> None:
-    d_head, freqs = rope_setup(lm.model if lm is not None else None, stack)
+    d_head, freqs = ap.rope_setup(lm.model if lm is not None else None, stack)
     show(cache.figure(rope_frequencies, freqs.numpy(), context_length=cfg.max_len if cfg else None),
          key="pos_rope_freqs")
     c = st.columns(3)
@@ -101,36 +91,30 @@ def rope() -> None:
         c = st.columns(2)
         m = position_slider(c[0], "query pos m", 0, len(tokens) - 1, len(tokens) - 1, "pos_rope_m")
         n = position_slider(c[1], "key pos n", 0, len(tokens) - 1, 0, "pos_rope_kpos")
-        names = tuple(hook_name(layer, f"attn.hook_{x}", stack) for x in ("q", "k", "attn_scores"))
-        q_vec, k_vec, model_score = recorded_qk(cache.record(lm, inp.key, names), layer, head, m, n, stack)
+        arrays = cache.record(lm, inp.key, ap.qk_names(layer, stack))
+        q_vec, k_vec, model_score = ap.recorded_qk(arrays, layer, head, m, n, stack)
     else:
-        q_vec, k_vec, n = demo_vector(d_head, 0), demo_vector(d_head, 1), 0
-        st.info("DEMO vectors (random, fixed): " + ("type a text above to rotate a real query." if uses else
-                "the selected model does not use RoPE. Pick a RoPE model in the sidebar for real ones."))
-    label, f = "real q/k" if real else "DEMO vectors", float(freqs[pair])
-    pairs = ROTARY_PAIRS[cfg.rope_pairs if uses else "interleaved"]  # which dims rotate together
-    a, b = (int(d[pair]) for d in pairs.pair_dims(d_head))
+        (q_vec, k_vec), n = ap.demo_qk(d_head), 0
+        st.info(ap.demo_note(uses))
+    label = "real q/k" if real else "DEMO vectors"
+    rp = ap.rope_pair(cfg.rope_pairs if uses else "interleaved", d_head, pair, freqs)  # rotated together
     if uses:
-        st.caption(f"{name} rotates {pairs.label}: pair {pair} is dimensions ({a}, {b}).")
-    anim = cache.rope_rotation(q_vec, k_vec, pair, f, n_pos, n,
-                               f"RoPE, {label}: pair {pair} (dims {a}, {b}), θ = {f:.4g}", dims=(a, b))
-    grid = rope_score_grid(q_vec, k_vec, freqs, n_pos, pairs.name).numpy()
+        st.caption(rp.caption(name))
+    anim = cache.rope_rotation(q_vec, k_vec, pair, rp.theta, n_pos, n, rp.title(label), dims=(rp.a, rp.b))
+    grid = rope_score_grid(q_vec, k_vec, freqs, n_pos, rp.pairs.name).numpy()
     if real:
         st.caption(rope_caption(name, layer, head, (tokens[m], m), (tokens[n], n), grid[m, n], model_score))
     side_by_side((anim, "pos_rope_anim"),
                  (cache.figure(rope_relative_scores, grid, title=f"q·k over (m, n), {label}"), "pos_rope_grid",
-                  "The same q placed at every position m and k at every n: the score depends only on "
-                  "m − n, so every diagonal is constant (q·k before the 1/√d_head)."))
+                  GRID_NOTE))
 
 
 def bias() -> None:
     n = st.slider("positions", 4, 64, 16, key="pos_bias_n")
     scheme = next(s for s, label in SCHEMES.items() if label == section)
-    t = bias_tables(scheme, lm.model if lm is not None else None, n, stack)
+    t = ap.bias_tables(scheme, lm.model if lm is not None else None, n, stack)
     if not uses:
-        st.info(f"Formula for {cfg.n_heads if cfg else 4} heads: {name or 'the selected model'} does not use {section} "
-                "itself." + (" T5's bias values are learned, so only the buckets can be shown "
-                             "without a T5 model." if section == "T5" else ""))
+        st.info(ap.formula_note(section, cfg.n_heads if cfg else 4, name))
     if section == "ALiBi":
         show(alibi_bias(t["alibi_bias"].numpy(), t["alibi_slopes"].numpy()), key="pos_alibi")
         st.caption("Score bias −m·|i − j|: steep heads look nearby, gentle heads far away.")

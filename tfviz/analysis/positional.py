@@ -11,13 +11,14 @@ alone (no embeddings, no blocks), so they are the exact numbers a model with tha
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
 from ..model import ModelConfig, hook_name
-from ..model.positional import SCHEMES, make_positional
+from ..model.positional import ROTARY_PAIRS, SCHEMES, make_positional
 from ..tasks.base import IGNORE
 from ..recording import positional_tables
 from .explorer import kv_head
@@ -52,6 +53,19 @@ def stack_tables(tables: dict[str, torch.Tensor], stack: str = "") -> dict[str, 
         return {k: v for k, v in tables.items() if "." not in k}
     return {k.removeprefix(f"{stack}."): v for k, v in tables.items() if k.startswith(f"{stack}.")}
 
+SINUSOIDAL_LATEX = (r"PE(p, 2i) = \sin\left(p / 10000^{2i/d}\right),\quad "
+                    r"PE(p, 2i{+}1) = \cos\left(p / 10000^{2i/d}\right)")
+TOKEN_TYPES_NOTE = ("Besides its position vector, every token gets the vector of its segment: type 0 "
+                    "for the first sentence (every input on these pages), type 1 for the second "
+                    "sentence of a pair (BERT's next-sentence inputs: [CLS] A [SEP] B [SEP]).")
+
+
+def sinusoidal_like(table: np.ndarray) -> np.ndarray:
+    """The sinusoidal table with as many rows as ``table`` and its width (rounded up to even):
+    what a learned table is compared with."""
+    d = table.shape[1] + table.shape[1] % 2
+    return scheme_tables("sinusoidal", d_model=d, n=table.shape[0])["sinusoidal"].numpy()
+
 
 def sinusoidal_start(config=None) -> tuple[int, int]:
     """(d_model, positions) the sinusoidal view starts at: the model's (d_model even, rounded down
@@ -71,6 +85,30 @@ def rope_setup(model=None, stack: str = "", d_head: int = 16) -> tuple[int, torc
     return d, rope_freqs(d)
 
 
+@dataclass(frozen=True)
+class RopePair:
+    """One rotated pair of a RoPE head: its pairing convention (``ROTARY_PAIRS``), index, the two
+    dimensions it rotates together and its frequency θ."""
+    pairs: type
+    index: int
+    a: int
+    b: int
+    theta: float
+
+    def caption(self, model: str) -> str:
+        return f"{model} rotates {self.pairs.label}: pair {self.index} is dimensions ({self.a}, {self.b})."
+
+    def title(self, vectors: str) -> str:
+        return f"RoPE, {vectors}: pair {self.index} (dims {self.a}, {self.b}), θ = {self.theta:.4g}"
+
+
+def rope_pair(pairs: str, d_head: int, pair: int, freqs: torch.Tensor) -> RopePair:
+    """Pair ``pair`` of a ``d_head`` head rotated with the ``pairs`` convention at ``freqs``."""
+    cls = ROTARY_PAIRS[pairs]
+    a, b = (int(d[pair]) for d in cls.pair_dims(d_head))
+    return RopePair(cls, pair, a, b, float(freqs[pair]))
+
+
 def bias_tables(scheme: str, model=None, n: int = 16, stack: str = "", heads: int = 4) -> dict:
     """ALiBi / T5 tables for ``n`` positions: the model's own when it uses ``scheme``, else the
     formula's for its number of heads and causality (T5's learned bias needs a T5 model)."""
@@ -85,6 +123,39 @@ def demo_vector(d_head: int, seed: int = 0) -> torch.Tensor:
     """A fixed random unit-scale vector [d_head] for RoPE demos when the model has no RoPE."""
     g = torch.Generator().manual_seed(seed)
     return torch.randn(d_head, generator=g, dtype=torch.float64)
+
+
+def no_learned_note(model: str, pos: str | None) -> str:
+    return (f"{model or 'No model'} has no learned position table (it uses {pos or 'nothing'}). "
+            "Pick a model with learned positions in the sidebar.")
+
+
+def learned_limit_note(max_len: int) -> str:
+    return (f"A table has exactly {max_len} rows: a longer input has no vector, so learned "
+            "positions cannot extrapolate.")
+
+
+def rows_shown_note(n: int, rows: int) -> str:
+    return (f"The first {n} of the table's {rows:,} rows (the figures grow with the square of the "
+            "positions shown).")
+
+
+def demo_qk(d_head: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed DEMO query and key the RoPE view rotates when the model gives no real ones."""
+    return demo_vector(d_head, 0), demo_vector(d_head, 1)
+
+
+def demo_note(uses_rope: bool) -> str:
+    return "DEMO vectors (random, fixed): " + (
+        "type a text above to rotate a real query." if uses_rope else
+        "the selected model does not use RoPE. Pick a RoPE model in the sidebar for real ones.")
+
+
+def formula_note(label: str, n_heads: int, model: str) -> str:
+    """Why a bias is shown from its formula: the model does not use that scheme itself."""
+    return (f"Formula for {n_heads} heads: {model or 'the selected model'} does not use {label} "
+            "itself." + (" T5's bias values are learned, so only the buckets can be shown without "
+                         "a T5 model." if label == "T5" else ""))
 
 
 # ------------------------------------------------------------------------ checkpoint metadata
@@ -184,15 +255,21 @@ def token_type_table(model) -> np.ndarray | None:
     return None if emb is None else emb.weight.detach().to("cpu", torch.float32).numpy().copy()
 
 
+def qk_names(layer: int, stack: str = "") -> tuple[str, ...]:
+    """The hook names ``recorded_qk`` reads from ``layer``: q and k before rotation, the scores."""
+    return tuple(hook_name(layer, f"attn.hook_{x}", stack) for x in ("q", "k", "attn_scores"))
+
+
 def recorded_qk(arrays, layer: int, head: int, m: int, n: int,
                 stack: str = "") -> tuple[torch.Tensor, torch.Tensor, float]:
     """From a recording with ``hook_q`` / ``hook_k`` / ``hook_attn_scores`` of ``layer``: the query
     of position ``m`` in ``head`` and the key of position ``n`` in the kv head that query head
     reads (GQA / MQA), both before rotation, float64; and the model's own score there × √d_head
     (the q·k it computed after rotating; -inf where masked)."""
-    q = np.asarray(arrays[hook_name(layer, "attn.hook_q", stack)])[0]  # [pos, head, d_head]
-    k = np.asarray(arrays[hook_name(layer, "attn.hook_k", stack)])[0]  # [pos, kv_head, d_head]
-    score = float(np.asarray(arrays[hook_name(layer, "attn.hook_attn_scores", stack)])[0, head, m, n])
+    q_name, k_name, score_name = qk_names(layer, stack)
+    q = np.asarray(arrays[q_name])[0]  # [pos, head, d_head]
+    k = np.asarray(arrays[k_name])[0]  # [pos, kv_head, d_head]
+    score = float(np.asarray(arrays[score_name])[0, head, m, n])
     kv = kv_head(head, q.shape[1], k.shape[1])
     return (torch.from_numpy(q[m, head].astype(np.float64)),
             torch.from_numpy(k[n, kv].astype(np.float64)), score * math.sqrt(q.shape[-1]))

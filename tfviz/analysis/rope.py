@@ -50,6 +50,10 @@ def rope_score_by_offset(q_vec: torch.Tensor, k_vec: torch.Tensor, freqs: torch.
     return rotate_at(k_vec, -offsets, freqs, pairs) @ q_vec.to(torch.float64)
 
 
+GRID_NOTE = ("The same q placed at every position m and k at every n: the score depends only on "
+             "m − n, so every diagonal is constant (q·k before the 1/√d_head).")
+
+
 def rope_caption(model: str, layer: int, head: int, query: tuple[str, int], key: tuple[str, int],
                  rotated_score: float, model_score: float) -> str:
     """What the RoPE view shows for real vectors: whose q and k, and that rotating them to their
@@ -62,4 +66,4 @@ def rope_caption(model: str, layer: int, head: int, query: tuple[str, int], key:
             f"{model_score:.4f}{masked}")
 
 
-__all__ = ["rope_caption", "rope_freqs", "rope_score_by_offset", "rope_score_grid", "rotate_at"]
+__all__ = ["GRID_NOTE", "rope_caption", "rope_freqs", "rope_score_by_offset", "rope_score_grid", "rotate_at"]
