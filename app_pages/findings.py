@@ -11,9 +11,9 @@ from tfviz.viz import (compare_curves, cross_attention_alignment, extrapolation_
                        layer_grad_norm_bars, paired_bars, pronoun_probe, pronoun_probe_frame,
                        repeat_by_position)
 from tfviz.zoo import findings as zf
-from tfviz.zoo.measure import POS_TOKENS, heldout_conditions, pos_lengths
+from tfviz.zoo.measure import POS_TOKENS, pos_lengths
 from ui import cache
-from ui.figures import show
+from ui.figures import show, side_by_side
 from ui.models import zoo_model
 from ui.widgets import metric_row
 
@@ -37,12 +37,10 @@ first, induction, positional, cross, pairs, everything = SECTIONS
 
 if section == first and (m := zoo_model("coref")):
     c1, c2 = st.columns(2)
-    sentence = c1.radio("Mission sentence", [1, 2], horizontal=True, key="find_sentence",
-                        format_func=lambda s: ["“… its application should be just.”",
-                                               "“… because it is too complex.”"][s - 1])
-    position = c2.radio("Pronoun", ["query", "pronoun"], horizontal=True, key="find_position",
-                        format_func={"query": "final (sees the whole sentence)",
-                                     "pronoun": "in the sentence"}.get)
+    sentence = c1.radio("Mission sentence", list(zf.MISSION_SENTENCES), horizontal=True, key="find_sentence",
+                        format_func=zf.MISSION_SENTENCES.get)
+    position = c2.radio("Pronoun", list(zf.PRONOUN_AT), horizontal=True, key="find_position",
+                        format_func=zf.PRONOUN_AT.get)
     d = cache.mission_weights(m, sentence, position)
     live = zf.strongest_heads(d)
     show(pronoun_probe(d["weights"], d["tokens"], d["candidates"], pronoun_index=d["q_pos"],
@@ -51,21 +49,16 @@ if section == first and (m := zoo_model("coref")):
     claim = zf.coref_claim(cards["coref"])
     metric_row(*zf.coref_metrics(claim, live))
     st.markdown(zf.coref_sentence(claim))
-    roles = cache.head_table(m, explorer.sites(m.config)[0])  # as the Attention explorer's table
-    st.markdown("Their roles on the task's own sentences (Attention explorer → Head roles):  \n"
-                + "  \n".join(explorer.role_line(roles, live[n]["layer"], live[n]["head"])
-                               for n in ("law", "application")))
+    st.markdown(zf.coref_roles(cache.head_table(m, explorer.sites(m.config)[0]), live))  # the explorer's table
 
 elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_model("induction-1L")):
-    contrast, pooled = zf.induction_contrast(cards["induction-2L"], cards["induction-1L"]), \
-        "all held-out conditions (pooled)"
+    contrast = zf.induction_contrast(cards["induction-2L"], cards["induction-1L"])
     two, c1, c2 = contrast["2L"], *st.columns(2)
-    condition = c1.selectbox("Fresh sequences", [pooled] + [c["name"] for c in heldout_conditions(
-        m2.config.max_len)], key="find_ind_cond")
-    value = c2.radio("Show", ["loss_repeat", "accuracy_repeat"], horizontal=True, key="find_ind_value",
-                     format_func={"loss_repeat": "loss", "accuracy_repeat": "accuracy"}.get)
+    condition = c1.selectbox("Fresh sequences", zf.condition_choices(m2.config.max_len), key="find_ind_cond")
+    value = c2.radio("Show", list(zf.REPEAT_VALUES), horizontal=True, key="find_ind_value",
+                     format_func=zf.REPEAT_VALUES.get)
     curves = cache.repeat_curves({"2 layers": m2, "1 layer": m1}, cache.task_of(m2).tokenizer.vocab_size,
-                                 m2.config.max_len, None if condition == pooled else condition)
+                                 m2.config.max_len, condition)
     show(repeat_by_position(curves, train_length=two["train_length"], chance=two["chance"],
                             value=value, title=f"Repeated tokens by position: {condition} (live)"),
          key="find_ind_curve", data=curves)
@@ -111,20 +104,15 @@ elif section == cross and (m := zoo_model("translate")):
 
 elif section == pairs:
     if all(n in cards for n in zf.NORM_PAIR):
-        st.markdown("**Pre-norm vs post-norm**: the same 6-layer model, seed, batches and learning "
-                    "rate from step 1 (no warmup); only where each norm sits differs.")
+        st.markdown(zf.NORM_PAIR_INTRO)
         contrast = zf.norm_contrast(*(cards[n] for n in zf.NORM_PAIR))
         metric_row(*zf.norm_metrics(contrast))
         curves, bars = zf.norm_frames(cards)
-        c1, c2 = st.columns(2)
-        with c1:
-            show(compare_curves(curves, title="Training loss (card)"), key="find_norm_curves", data=curves)
-        with c2:
-            show(layer_grad_norm_bars(bars, title="Gradient norm per block, early steps (card)"),
-                 key="find_norm_grads", data=bars)
+        side_by_side((compare_curves(curves, title="Training loss (card)"), "find_norm_curves", None, curves),
+                     (layer_grad_norm_bars(bars, title="Gradient norm per block, early steps (card)"),
+                      "find_norm_grads", None, bars))
         st.markdown(zf.norm_sentence(contrast))
-    st.markdown("**Every shipped pair or family that differs in one setting** (card); open any of "
-                "them side by side on the Compare page.")
+    st.markdown(zf.PAIRS_INTRO)
     st.dataframe(zf.compare_frame(cards), hide_index=True, key="find_compare")
     st.page_link("app_pages/compare.py", label="Compare models side by side", icon="📏")
 

@@ -89,9 +89,11 @@ def npz_download(tensors: dict, key: str, filename: str = "recording.npz") -> No
 
 
 def side_by_side(*figures) -> None:
-    """Figures in equal columns, each ``(figure, key)`` or ``(figure, key, caption)``."""
-    for col, (fig, key, *caption) in zip(st.columns(len(figures)), figures):
+    """Figures in equal columns, each ``(figure, key)``, ``(figure, key, caption)`` or
+    ``(figure, key, caption or None, data)`` (``data``: the CSV download, as in ``show``)."""
+    for col, (fig, key, *rest) in zip(st.columns(len(figures)), figures):
+        caption, data = (rest + [None, None])[:2]
         with col:
-            show(fig, key)
+            show(fig, key, data=data)
             if caption:
-                st.caption(caption[0])
+                st.caption(caption)

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from ..analysis import THRESHOLDS
+from ..analysis.explorer import role_line
 from ..paths import zoo_dir
 from ..recording import record
 from .cards import POSITIONS, headline
@@ -267,6 +268,12 @@ def norm_sentence(c: dict) -> str:
             f"{pre['fresh_loss']:.3f} (pre). Claim holds: {c['holds']}.")
 
 
+NORM_PAIR_INTRO = ("**Pre-norm vs post-norm**: the same 6-layer model, seed, batches and learning rate "
+                   "from step 1 (no warmup); only where each norm sits differs.")
+PAIRS_INTRO = ("**Every shipped pair or family that differs in one setting** (card); open any of them "
+               "side by side on the Compare page.")
+
+
 def summary_frame(cards: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame([(n, c["task"]["name"], c["model"]["arch"], c["model"]["pos"],
                           c["train"]["steps"], c["build"]["train_seconds"], headline(c))
@@ -488,7 +495,8 @@ def repeat_curves(models: dict, vocab: int, max_len: int, condition: str | None 
     """Live: per-position loss and accuracy on the repeated tokens of fresh held-out sequences
     (one condition of ``heldout_conditions``, or all of them pooled when None) for each model
     (name -> model; the caller holds their locks): model, position, n_repeat, loss_repeat,
-    accuracy_repeat, n_new, loss_new."""
+    accuracy_repeat, n_new, loss_new. ``POOLED`` is the same as None."""
+    condition = None if condition == POOLED else condition
     conditions = heldout_conditions(max_len)
     names = [c["name"] for c in conditions]
     if condition is not None and condition not in names:
@@ -528,12 +536,12 @@ def translate_sentence(card: dict) -> str:
             f"{100 * br['share']:.1f}%. Red squares mark the expected alignment.")
 
 
-__all__ = ["SEEDS", "coref_claim", "coref_sentence", "extrapolation_frame",
-           "findings_markdown", "heldout_frame", "induction_contrast", "induction_frame",
-           "induction_sentence", "repeat_curves", "repeat_curves_note",
-           "lm_family_frame", "mission_weights", "positional_ordering", "positional_sentence",
-           "strongest_heads", "summary_frame", "train_length", "translate_example",
-           "translate_sentence", "zoo_path"]
+__all__ = ["SEEDS", "condition_choices", "coref_claim", "coref_roles", "coref_sentence",
+           "extrapolation_frame", "findings_markdown", "heldout_frame", "induction_contrast",
+           "induction_frame", "induction_sentence", "lm_family_frame", "mission_weights",
+           "positional_ordering", "positional_sentence", "repeat_curves", "repeat_curves_note",
+           "strongest_heads", "summary_frame", "train_length", "translate_example", "translate_sentence",
+           "zoo_path"]
 
 
 def coref_metrics(claim: dict, live: dict) -> list[tuple]:
@@ -546,6 +554,24 @@ def coref_metrics(claim: dict, live: dict) -> list[tuple]:
              dict(help="share of test sentences where, of the two nouns, it attends most to the referent")),
             *[(f"→ {n}: L{live[n]['layer']}H{live[n]['head']} (live)", f"{live[n]['weight']:.2f}")
               for n in ("law", "application")]]
+
+
+MISSION_SENTENCES = {1: "“… its application should be just.”", 2: "“… because it is too complex.”"}
+PRONOUN_AT = {"query": "final (sees the whole sentence)", "pronoun": "in the sentence"}
+POOLED = "all held-out conditions (pooled)"
+REPEAT_VALUES = {"loss_repeat": "loss", "accuracy_repeat": "accuracy"}  # repeat_curves column -> label
+
+
+def coref_roles(roles, live: dict) -> str:
+    """The roles (``explorer.head_table``, on the task's own sentences) of the heads ``live``
+    (``strongest_heads``) finds for "law" and "application", as markdown lines."""
+    return ("Their roles on the task's own sentences (Attention explorer → Head roles):  \n"
+            + "  \n".join(role_line(roles, live[n]["layer"], live[n]["head"]) for n in ("law", "application")))
+
+
+def condition_choices(max_len: int) -> list[str]:
+    """The held-out conditions ``repeat_curves`` takes, ``POOLED`` (all of them) first."""
+    return [POOLED] + [c["name"] for c in heldout_conditions(max_len)]
 
 
 def induction_metrics(contrast: dict) -> list[tuple]:
