@@ -1,5 +1,5 @@
 """Generation, one token at a time: the one validation, the one sampler and the one loop behind
-``Transformer.generate`` and ``tfviz.generation.generate_with_attention``.
+every model family's ``generate`` (``ModelAPI``, below) and ``tfviz.generation.generate_with_attention``.
 
     for step in decode(model, prompt, 20, temperature=0.8, top_k=5): ...   # step.next_ids [batch]
 
@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 
 from .cache import KVCache
+from .hooks import HookPoint
+from .inputs import check_tokens
 
 
 def check_generation(config, n_prompt: int, n_new: int, temperature: float, top_k: int | None,
@@ -110,3 +112,28 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, **kw) -> torch.Te
         return out
     finally:
         model.train(was_training)
+
+
+class ModelAPI:
+    """What every model family (``Transformer``, ``RecurrentModel``) offers the same way: its
+    recordable hook points and ``generate`` through the one decoding loop. A family sets
+    ``self.config`` and ``self._hooks`` (``tfviz.model.hooks.name_hook_points``)."""
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """Every recordable name -> its HookPoint (see ``tfviz.model.hooks.HOOK_SHAPES``)."""
+        return dict(self._hooks)
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
+                 temperature: float = 0.0, top_k: int | None = None, use_cache: bool = True,
+                 eos_id: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Extend ``prompt`` [batch, pos] by up to ``max_new_tokens`` tokens -> [batch, pos + new].
+
+        temperature 0 = greedy; otherwise sample from softmax(logits / temperature), restricted to
+        the ``top_k`` most likely tokens when given. Encoder-decoder: pass ``src``; ``prompt`` is
+        the decoder's start (e.g. [[BOS]]). With ``use_cache`` each step feeds only the newest
+        token (a recurrent model's cache is its hidden state). Rows that produced ``eos_id``
+        continue with eos_id; all done = stop."""
+        check_tokens(self.config, prompt, "prompt")
+        return generate(self, prompt, max_new_tokens, src=src, temperature=temperature, top_k=top_k,
+                        use_cache=use_cache, eos_id=eos_id, generator=generator)

@@ -53,7 +53,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .additive import AdditiveAttention
 from .config import VersionedConfig, _check_choice, _check_int
-from .decoding import generate
+from .decoding import ModelAPI
 from .hooks import HookPoint, name_hook_points
 from .inputs import check_tokens, find_padding
 
@@ -314,7 +314,7 @@ class RecurrentCache:
         return sum(t.numel() * t.element_size() for t in tensors)
 
 
-class RecurrentModel(nn.Module):
+class RecurrentModel(ModelAPI, nn.Module):
     def __init__(self, config: RecurrentConfig):
         super().__init__()
         if not isinstance(config, RecurrentConfig):
@@ -330,10 +330,6 @@ class RecurrentModel(nn.Module):
             d_out = self.stack.d_out
         self.unembed = nn.Linear(d_out, cfg.vocab_size, bias=False)
         self._hooks: dict[str, HookPoint] = name_hook_points(self)
-
-    def hook_points(self) -> dict[str, HookPoint]:
-        """Every recordable name -> its HookPoint (see ``tfviz.model.hooks.HOOK_SHAPES``)."""
-        return dict(self._hooks)
 
     def new_cache(self) -> RecurrentCache:
         return RecurrentCache()
@@ -404,12 +400,3 @@ class RecurrentModel(nn.Module):
         lengths = None if src_pads is None else (~src_pads).sum(1).cpu()
         memory, state = self.encoder(self.embed(src), None, lengths)
         return memory, state, src_pads
-
-    @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
-                 temperature: float = 0.0, top_k: int | None = None, use_cache: bool = True,
-                 eos_id: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-        """As ``Transformer.generate`` (``tfviz.model.decoding``); the cache is the hidden state."""
-        check_tokens(self.config, prompt, "prompt")
-        return generate(self, prompt, max_new_tokens, src=src, temperature=temperature, top_k=top_k,
-                        use_cache=use_cache, eos_id=eos_id, generator=generator)

@@ -19,7 +19,7 @@ from .attention import IMPLS, AttnContext
 from .blocks import Block
 from .cache import KVCache
 from .config import ModelConfig
-from .decoding import generate
+from .decoding import ModelAPI
 from .heads import HEADS
 from .hooks import HookPoint, name_hook_points
 from .inputs import check_tokens, find_padding
@@ -89,7 +89,7 @@ class Stack(nn.Module):
         return self.ln_final(x)
 
 
-class Transformer(nn.Module):
+class Transformer(ModelAPI, nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         if not isinstance(config, ModelConfig):
@@ -149,10 +149,6 @@ class Transformer(nn.Module):
         return model
 
     # ------------------------------------------------------------------ public helpers
-    def hook_points(self) -> dict[str, HookPoint]:
-        """Every recordable name -> its HookPoint (see ``tfviz.model.hooks.HOOK_SHAPES``)."""
-        return dict(self._hooks)
-
     def set_attention_impl(self, impl: str) -> None:
         """For every attention layer: "auto" (SDPA, or the banded kernel for a long sliding window;
         explicit while recording), "explicit", "sdpa" (masked SDPA) or "banded"."""
@@ -274,22 +270,6 @@ class Transformer(nn.Module):
         self._check_tokens(src, "src")
         pads = self._pads(src, padding_mask, causal=False)
         return self.encoder(self.embed(src), pads), pads
-
-    # ------------------------------------------------------------------ generation
-    @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
-                 temperature: float = 0.0, top_k: int | None = None, use_cache: bool = True,
-                 eos_id: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Extend ``prompt`` [batch, pos] by up to ``max_new_tokens`` tokens -> [batch, pos + new].
-
-        temperature 0 = greedy; otherwise sample from softmax(logits / temperature), restricted to
-        the ``top_k`` most likely tokens when given. Encoder-decoder: pass ``src``; ``prompt`` is
-        the decoder's start (e.g. [[BOS]]). With ``use_cache`` each step feeds only the newest
-        token. Rows that produced ``eos_id`` continue with eos_id; all done = stop
-        (``tfviz.model.decoding``)."""
-        self._check_tokens(prompt, "prompt")
-        return generate(self, prompt, max_new_tokens, src=src, temperature=temperature, top_k=top_k,
-                        use_cache=use_cache, eos_id=eos_id, generator=generator)
 
 
 
