@@ -168,6 +168,19 @@ class Result:
 
 
 # ------------------------------------------------------------------------------ one student
+async def _think(deadline: float, think: float, rng) -> bool:
+    """A user's pause (``think`` s, ±50%) before the next action; False once the run's time is up."""
+    if time.perf_counter() >= deadline:
+        return False
+    await asyncio.sleep(think * rng.uniform(0.5, 1.5))
+    return time.perf_counter() < deadline
+
+
+def _next_head(heads: list[str], k: int, current: str) -> str:
+    """The k-th head of the cycle, or the one after it when that one is already showing."""
+    return heads[k % len(heads)] if heads[k % len(heads)] != current else heads[(k + 1) % len(heads)]
+
+
 async def _settle(page, timeout_ms: float) -> None:
     await page.wait_for_selector(READY, timeout=timeout_ms)
 
@@ -218,12 +231,9 @@ async def student(browser, url: str, i: int, duration: float, model: str, think:
         heads = [h for h in await page.get_by_role("option").all_inner_texts() if h.strip().isdigit()]
         await page.keyboard.press("Escape")
         current, k = "0", 0
-        while time.perf_counter() < deadline:
-            await asyncio.sleep(think * rng.uniform(0.5, 1.5))
-            if time.perf_counter() >= deadline:
-                break
+        while await _think(deadline, think, rng):
             k += 1
-            head = heads[k % len(heads)] if heads[k % len(heads)] != current else heads[(k + 1) % len(heads)]
+            head = _next_head(heads, k, current)
             try:
                 t0 = await _select(page, page, "Head", head, tms)
                 await _chart(page, f"layer 0 · head {head}", tms)
@@ -321,12 +331,9 @@ async def ws_student(url: str, i: int, duration: float, model: str, think: float
             head_box = s.selectboxes(elements)["Head"]
             heads, current = list(head_box.options), "0"
             deadline, k = time.perf_counter() + duration, 0
-            while time.perf_counter() < deadline:
-                await asyncio.sleep(think * rng.uniform(0.5, 1.5))
-                if time.perf_counter() >= deadline:
-                    break
+            while await _think(deadline, think, rng):
                 k += 1
-                head = heads[k % len(heads)] if heads[k % len(heads)] != current else heads[(k + 1) % len(heads)]
+                head = _next_head(heads, k, current)
                 try:
                     took, elements = await s.run(
                         "attention", keep + [WidgetState(id=head_box.id, string_value=head)], timeout_s)
