@@ -119,6 +119,14 @@ class ModelAPI:
     recordable hook points and ``generate`` through the one decoding loop. A family sets
     ``self.config`` and ``self._hooks`` (``tfviz.model.hooks.name_hook_points``)."""
 
+    def _take_config(self, config, cls: type, what: str):
+        """``config`` kept as ``self.config`` (and returned) when it is a ``cls``, else a
+        ValueError naming the ``what`` this family needs."""
+        if not isinstance(config, cls):
+            raise ValueError(f"{type(self).__name__} needs a {what}, not {type(config).__name__}")
+        self.config = config
+        return config
+
     def hook_points(self) -> dict[str, HookPoint]:
         """Every recordable name -> its HookPoint (see ``tfviz.model.hooks.HOOK_SHAPES``)."""
         return dict(self._hooks)

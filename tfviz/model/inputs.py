@@ -41,3 +41,14 @@ def find_padding(config, tokens: torch.Tensor, padding_mask: torch.Tensor | None
     else:
         pads = tokens == config.pad_id
     return pads if bool(pads.any()) else None
+
+
+def check_arity(config, inputs: tuple) -> tuple:
+    """``inputs`` unchanged when their number fits the architecture: two (src, tgt) for an
+    encoder-decoder, one (tokens) otherwise; else a ValueError saying how to call the model."""
+    if config.arch == "encoder-decoder":
+        if len(inputs) != 2:
+            raise ValueError(f"an encoder-decoder model takes two inputs, model(src, tgt); got {len(inputs)}")
+    elif len(inputs) != 1:
+        raise ValueError(f"a {config.arch} model takes one input, model(tokens); got {len(inputs)}")
+    return inputs

@@ -55,7 +55,7 @@ from .additive import AdditiveAttention
 from .config import VersionedConfig, _check_choice, _check_int
 from .decoding import ModelAPI
 from .hooks import HookPoint, name_hook_points
-from .inputs import check_tokens, find_padding
+from .inputs import check_arity, check_tokens, find_padding
 
 RECURRENT_FORMAT_VERSION = 1  # of RecurrentConfig.to_dict()
 CELLS: dict[str, type[nn.RNNBase]] = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
@@ -317,9 +317,7 @@ class RecurrentCache:
 class RecurrentModel(ModelAPI, nn.Module):
     def __init__(self, config: RecurrentConfig):
         super().__init__()
-        if not isinstance(config, RecurrentConfig):
-            raise ValueError(f"RecurrentModel needs a RecurrentConfig, not {type(config).__name__}")
-        cfg = self.config = config
+        cfg = self._take_config(config, RecurrentConfig, "RecurrentConfig")
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         if cfg.arch == "encoder-decoder":
             self.encoder = RecurrentStack(cfg)
@@ -352,10 +350,8 @@ class RecurrentModel(ModelAPI, nn.Module):
         """Check the inputs and find the source's padding -> ``pads`` for ``forward``: (None,) for
         a decoder, (src pads [batch, src_pos] bool or None, None) for an encoder-decoder."""
         cfg = self.config
+        inputs = check_arity(cfg, inputs)
         if cfg.arch == "encoder-decoder":
-            if len(inputs) != 2:
-                raise ValueError(
-                    f"an encoder-decoder model takes two inputs, model(src, tgt); got {len(inputs)}")
             src, tgt = inputs
             src_pads = None
             if cache is None or not cache.encoded:
@@ -363,8 +359,6 @@ class RecurrentModel(ModelAPI, nn.Module):
                 src_pads = self._pads(src, padding_mask, "src")
             check_tokens(cfg, tgt, "tgt")
             return src_pads, None
-        if len(inputs) != 1:
-            raise ValueError(f"a {cfg.arch} model takes one input, model(tokens); got {len(inputs)}")
         check_tokens(cfg, inputs[0], "tokens")
         return (None,)  # reading left to right, padding at the end changes nothing before it
 

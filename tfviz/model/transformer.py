@@ -22,7 +22,7 @@ from .config import ModelConfig
 from .decoding import ModelAPI
 from .heads import HEADS
 from .hooks import HookPoint, name_hook_points
-from .inputs import check_tokens, find_padding
+from .inputs import check_arity, check_tokens, find_padding
 from .masks import MaskSpec
 from .norms import make_norm
 from .positional import make_positional
@@ -92,9 +92,7 @@ class Stack(nn.Module):
 class Transformer(ModelAPI, nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        if not isinstance(config, ModelConfig):
-            raise ValueError(f"Transformer needs a tfviz.ModelConfig, not {type(config).__name__}")
-        cfg = self.config = config
+        cfg = self._take_config(config, ModelConfig, "tfviz.ModelConfig")
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         if cfg.n_token_types:
             self.token_type_embed = nn.Embedding(cfg.n_token_types, cfg.d_model)
@@ -214,10 +212,8 @@ class Transformer(ModelAPI, nn.Module):
         each [batch, pos] or None. A compiled caller runs this eagerly and passes ``pads=``, so the
         compiled forward holds no host sync and no graph break (``tfviz.train`` does)."""
         cfg = self.config
+        inputs = check_arity(cfg, inputs)
         if cfg.arch == "encoder-decoder":
-            if len(inputs) != 2:
-                raise ValueError(
-                    f"an encoder-decoder model takes two inputs, model(src, tgt); got {len(inputs)}")
             src, tgt = inputs
             if token_types is not None:
                 raise ValueError("an encoder-decoder model has no token types")
@@ -228,8 +224,6 @@ class Transformer(ModelAPI, nn.Module):
             offset = cache.length if cache is not None else 0
             self._check_tokens(tgt, "tgt", offset)
             return src_pads, None if cache is not None else self._pads(tgt, None, causal=True)
-        if len(inputs) != 1:
-            raise ValueError(f"a {cfg.arch} model takes one input, model(tokens); got {len(inputs)}")
         (tokens,) = inputs
         if cache is not None and cfg.arch == "encoder":
             raise ValueError("an encoder sees the whole input at once: there is nothing to cache")
