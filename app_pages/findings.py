@@ -15,7 +15,7 @@ from tfviz.zoo.measure import POS_TOKENS, pos_lengths
 from ui import cache
 from ui.figures import show, side_by_side
 from ui.models import zoo_model
-from ui.widgets import metric_row
+from ui.widgets import metric_row, or_stop
 
 SECTIONS = {"The \"it\" heads": "coref", "Induction heads": "induction",  # -> the seed of the claim
             "Positional extrapolation": "positional", "Cross-attention": "translate",
@@ -73,10 +73,7 @@ elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_m
          key="find_ind_bars", data=df)
 
 elif section == positional:
-    df = zf.extrapolation_frame(cards)
-    if df.empty:
-        st.warning("The positional family (pos-*) is missing: `python -m tfviz.zoo build`.")
-        st.stop()
+    df = or_stop(lambda: zf.extrapolation_frame(cards, required=True), show=st.warning)
     L = zf.train_length(cards)
     where = "card"
     if st.button("Re-measure live", key="find_pos_live"):

@@ -127,9 +127,10 @@ def heldout_frame(card_2l: dict, card_1l: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def extrapolation_frame(cards: dict[str, dict]) -> pd.DataFrame:
+def extrapolation_frame(cards: dict[str, dict], *, required: bool = False) -> pd.DataFrame:
     """The positional family's measured curves from their cards: model, scheme, length, loss,
-    note (one row per model and length; loss NaN where the model cannot run)."""
+    note (one row per model and length; loss NaN where the model cannot run). With ``required``,
+    a ValueError saying how to build the family when no card has it."""
     rows = []
     for name, c in cards.items():
         if c.get("family") != "positional":
@@ -138,6 +139,8 @@ def extrapolation_frame(cards: dict[str, dict]) -> pd.DataFrame:
         for n, loss in zip(f["lengths"], f["loss"]):
             rows.append((name, c["model"]["pos"], n, math.nan if loss is None else loss,
                          f["note"] if loss is None else ""))
+    if required and not rows:
+        raise ValueError("The positional family (pos-*) is missing: `python -m tfviz.zoo build`.")
     return pd.DataFrame(rows, columns=["model", "scheme", "length", "loss", "note"])
 
 
