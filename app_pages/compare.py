@@ -40,9 +40,7 @@ with pair:
     uc.pair_progress()
 
 with side:
-    if "cmp_models" not in st.session_state:
-        st.session_state["cmp_models"] = uc.default_models(refs, current and current.ref.path)
-    st.session_state["cmp_models"] = [p for p in st.session_state["cmp_models"] if p in refs]
+    uc.select(refs, current and current.ref.path)
     chosen = st.multiselect("Models (2-4 sharing a task or a tokenizer)", list(refs), key="cmp_models",
                             format_func=lambda p: refs[p].label, max_selections=cmp.MAX_MODELS)
     if len(chosen) < 2:

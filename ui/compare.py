@@ -122,6 +122,21 @@ def pair_checkpoints(jobs) -> list[str] | None:
     return [s.checkpoint for s in snaps if s.checkpoint]
 
 
+OPEN = "cmp_open"  # the pair the "Compare them side by side" button asked for
+
+
+def select(refs: dict, selected: str | None) -> None:
+    """Set the Models widget's state ("cmp_models") before it is drawn: the pair a finished
+    training asked for, else the defaults on the first visit; models no longer listed are dropped.
+    (A widget's state is only set safely in a full run before the widget: the button sits in a
+    fragment, so it leaves its request under OPEN.)"""
+    if (opened := st.session_state.pop(OPEN, None)) is not None:
+        st.session_state["cmp_models"] = opened
+    elif "cmp_models" not in st.session_state:
+        st.session_state["cmp_models"] = default_models(refs, selected)
+    st.session_state["cmp_models"] = [p for p in st.session_state["cmp_models"] if p in refs]
+
+
 def default_models(refs: dict, selected: str | None) -> list[str]:
     """The models the page opens with (``cmp.suggest``: the sidebar model's positional family or
     task, else the shipped pre/post-norm pair)."""
@@ -162,6 +177,6 @@ def pair_progress() -> None:
             show(viz.compare_curves(df, title="The pair, live: same axes"), "pair_curves", data=df)
         done = pair_checkpoints(jobs)
         if done and st.button("Compare them side by side", key="pair_open", type="primary"):
-            st.session_state["cmp_models"] = done[:cmp.MAX_MODELS]
+            st.session_state[OPEN] = done[:cmp.MAX_MODELS]  # taken by select() before the widget
             st.rerun(scope="app")
     live()

@@ -48,7 +48,7 @@ def panel(submit) -> str | None:
                                      "kept apart to measure the loss on text the model never trained on.")
             c = st.columns(4)
             block = c[0].number_input("Window (tokens)", 8, 1024, 64, key=P + "block")
-            steps = c[1].number_input("Steps", 1, 100_000, 30, key=P + "steps")
+            steps = c[1].number_input("Fine-tuning steps", 1, 100_000, 30, key=P + "steps")
             batch = c[2].number_input("Batch size", 1, 256, 4, key=P + "batch")
             lr = c[3].number_input("Learning rate", 1e-6, 1e-2, 1e-4, format="%g", key=P + "lr")
             go = st.form_submit_button("Start fine-tuning", type="primary", key=P + "start")
