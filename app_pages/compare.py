@@ -59,12 +59,12 @@ with side:
     st.subheader("Training")
     hist = {n: lm.ckpt.history for n, lm in named.items()}
     if len(curves := cmp.curves_frame(hist)):
-        show(viz.compare_curves(curves), "cmp_curves", data=curves)
+        show(cache.figure(viz.compare_curves, curves), "cmp_curves", data=curves)
     if (gradients := cmp.gradient_frames(hist)) is not None:
         bars, every, grads = gradients
-        show(viz.layer_grad_norm_bars(bars, title="Gradient norm per block, mean over training"),
+        show(cache.figure(viz.layer_grad_norm_bars, bars, title="Gradient norm per block, mean over training"),
              "cmp_grad_bars", data=bars)
-        show(viz.grad_norm_heatmap(grads), "cmp_grads", data=every)
+        show(cache.figure(viz.grad_norm_heatmap, grads), "cmp_grads", data=every)
 
     st.subheader("Attention on the same input")
     pats = or_stop(lambda: uc.patterns(named, ids))
@@ -73,23 +73,24 @@ with side:
     head = choice(h_col, "Head", range(min(p.shape[1] for p in pats.values())), "cmp_head")
     for col, n in zip(column_pairs(len(names)), names):
         with col:
-            show(viz.head_heatmap(pats[n][layer, head], tokens, title=f"{n}: L{layer} H{head}"),
-                 f"cmp_head_{n}", data=viz.pattern_frame(pats[n][layer, head], tokens, tokens))
+            show(cache.figure(viz.head_heatmap, pats[n][layer, head], tokens, title=f"{n}: L{layer} H{head}"),
+                 f"cmp_head_{n}", data=lambda p=pats[n][layer, head]: viz.pattern_frame(p, tokens, tokens))
     for col, n in zip(column_pairs(len(names)), names):
         with col:
-            show(viz.heads_grid(pats[n], tokens, tokens, selected=(layer, head), title=f"{n}: every head"),
-                 f"cmp_grid_{n}", data=viz.pattern_frame(pats[n], tokens, tokens))
+            show(cache.figure(viz.heads_grid, pats[n], tokens, tokens, selected=(layer, head),
+                              title=f"{n}: every head"),
+                 f"cmp_grid_{n}", data=lambda p=pats[n]: viz.pattern_frame(p, tokens, tokens))
 
     st.subheader("Head roles (orange: the models differ)")
     wide, long = uc.roles(named, task)
-    show(viz.head_role_grid(wide, names), "cmp_roles", data=long)
+    show(cache.figure(viz.head_role_grid, wide, names), "cmp_roles", data=long)
     st.dataframe(uc.differs_style(wide), hide_index=True)
 
     st.subheader("Loss and accuracy per position" + ("" if task else " (on the input above)"))
     pos = uc.positions(named, task, ids)
     for col, value in zip(st.columns(2), ("loss", "accuracy")):
         with col:
-            show(viz.position_curves(pos, value=value), f"cmp_pos_{value}", data=pos)
+            show(cache.figure(viz.position_curves, pos, value=value), f"cmp_pos_{value}", data=pos)
     if task is not None and first.config.arch != "encoder-decoder":
         L = train_length(task)
         factor = st.select_slider("Longest length (x training length)", [1, 2, 4, 8], 4, key="cmp_factor")
