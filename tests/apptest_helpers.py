@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +97,22 @@ def heatmap_z(fig: dict) -> np.ndarray:
 def traces(fig: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """trace name -> (x, y)."""
     return {t["name"]: (arr(t["x"]), arr(t["y"])) for t in fig["data"]}
+
+
+def poll(at: AppTest, done, timeout: float = 120) -> AppTest:
+    """Fragments do not tick in AppTest: run the page again until ``done(at)`` (a deadline, not a
+    speed assertion: generous for a loaded 2-core machine); no page may show a problem meanwhile."""
+    t0 = time.perf_counter()
+    while not done(at):
+        assert time.perf_counter() - t0 < timeout, messages(at)
+        time.sleep(0.3)
+        at.run()
+        assert not problems(at), problems(at)
+    return at
+
+
+def my_jobs(at: AppTest) -> list:
+    """This AppTest session's training jobs on the server's one JobManager."""
+    from ui.jobs import job_manager
+
+    return job_manager().jobs(owner=at.session_state["sid"])

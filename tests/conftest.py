@@ -59,3 +59,15 @@ def tiny_zoo(tmp_path_factory: pytest.TempPathFactory):
         os.environ.pop("TFVIZ_CHECKPOINT_DIR", None)
     else:
         os.environ["TFVIZ_CHECKPOINT_DIR"] = old
+
+
+@pytest.fixture
+def one_thread():
+    """Torch on one thread for the test (tiny models run fastest so, and the suite shares two
+    cores); the previous count restored after. Use: ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

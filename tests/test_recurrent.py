@@ -23,12 +23,7 @@ from tfviz.train.checkpoint import CheckpointError, load_checkpoint, save_checkp
 V = 13
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def model(seed: int = 0, **kw) -> RecurrentModel:

@@ -18,12 +18,7 @@ from tfviz.train.optim import param_groups
 from tfviz.train.setup import model_config_for
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():  # tiny models run fastest on one thread, and the suite shares two cores
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def copy_task(**kw):

@@ -9,32 +9,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
-from apptest_helpers import messages, problems
+from apptest_helpers import messages, my_jobs, poll, problems
 from robust_helpers import edit_header, edit_meta, header_of, session_files
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 120
 
-
-def poll(at, done, timeout: float = TIMEOUT_S):
-    """Fragments do not tick in AppTest: run the page again until ``done(at)``."""
-    t0 = time.perf_counter()
-    while not done(at):
-        assert time.perf_counter() - t0 < timeout, messages(at)
-        time.sleep(0.3)
-        at.run()
-        assert not problems(at), problems(at)
-
-
-def my_jobs(at):
-    from ui.jobs import job_manager
-
-    return job_manager().jobs(owner=at.session_state["sid"])
 
 
 def stop_all(*sessions) -> None:

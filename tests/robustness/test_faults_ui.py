@@ -6,33 +6,16 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from apptest_helpers import messages, problems
+from apptest_helpers import messages, my_jobs, poll, problems
 
 from tfviz.train import loop
 import ui.models as models
 
-TIMEOUT_S = 90
 
-
-def poll(at, done, timeout: float = TIMEOUT_S):
-    """Fragments do not tick in AppTest: run the page again until ``done(at)``."""
-    t0 = time.perf_counter()
-    while not done(at):
-        assert time.perf_counter() - t0 < timeout, messages(at)
-        time.sleep(0.3)
-        at.run()
-        assert not problems(at), problems(at)
-
-
-def my_jobs(at):
-    from ui.jobs import job_manager
-
-    return job_manager().jobs(owner=at.session_state["sid"])
 
 
 @pytest.fixture
