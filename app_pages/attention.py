@@ -19,7 +19,7 @@ MODEL_KEYS = ("att_site", "att_layer", "att_head", "att_query", "lines_query", "
 st.title("Attention explorer")
 st.caption("Rows are **queries** (the token doing the looking), columns **keys** (the tokens "
            "looked at); each row sums to 1. Every number is recorded from the real model.")
-lm = current_model()
+lm = current_model(needs="self_attention")
 cfg = lm.config
 forget_on_model_change(lm, "att", MODEL_KEYS)
 if (inp := model_input(lm, "att")) is None:

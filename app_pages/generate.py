@@ -16,7 +16,7 @@ from ui.widgets import layer_head, or_stop
 st.title("Generate")
 st.caption("Step 0 reads the whole prompt; each later step feeds only the newest token, whose "
            "query attends over the cached keys/values of every earlier position.")
-loaded = current_model(prefer="lm")  # a model trained to write, until the student picks another
+loaded = current_model(prefer="lm", needs="self_attention")  # a model trained to write, until the student picks another
 cfg, tok, path = loaded.config, loaded.tokenizer, loaded.ref.path
 if cfg.arch == "encoder":
     st.warning(f"**{loaded.ref.label}** is an encoder, so it cannot generate: it reads the whole "

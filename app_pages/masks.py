@@ -19,7 +19,7 @@ MAX_TOKENS = 40
 st.title("Masks")
 st.caption("A mask decides which keys each query may look at (blue = allowed). Every grid below "
            "is built by the same function the model calls in its forward pass.")
-lm = current_model()
+lm = current_model(needs="self_attention")
 cfg, tok = lm.config, lm.tokenizer
 if tok is None:
     st.error("This checkpoint has no tokenizer, so text cannot be fed to it.")

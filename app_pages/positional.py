@@ -23,7 +23,7 @@ st.title("Positional encodings")
 st.caption("Attention alone ignores order. Each scheme below tells the model where a token is — "
            "every table and score here is computed by tfviz's own positional code or recorded "
            "from the selected model.")
-lm = current_model(required=False)
+lm = current_model(required=False, needs="positions")
 cfg = lm.config if lm is not None else None
 if lm is not None:  # another model opens on its own scheme
     forget_on_model_change(lm, "pos", ("pos_section", "pos_stack", "pos_rope_layer", "pos_rope_head"))

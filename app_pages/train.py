@@ -5,8 +5,10 @@ import streamlit as st
 
 from tfviz import viz
 from tfviz.model.config import ARCHS, POS_SCHEMES
+from tfviz.model.families import KIND_LABELS
+from tfviz.model.recurrent import ARCHS as RECURRENT_ARCHS
 from tfviz.tasks import TASKS
-from tfviz.train.presets import claim
+from tfviz.train.presets import claim_for, kinds_for
 from ui import finetune, train_state as ts
 from ui.figures import charts_later, show
 from ui.jobs import job_manager, my_jobs
@@ -20,26 +22,42 @@ left, right = st.columns([2, 3], gap="large")
 
 with left:
     st.subheader("New run")
-    a, b = st.columns(2)
+    a, k, b = st.columns([4, 3, 4])
     ts.pick(a, "Task", ts.trainable_tasks(), "task", on_change=ts.apply_preset)
-    ts.pick(b, "Preset", ts.presets_for(f["task"], ts.cuda_available()), "preset",
-         on_change=ts.apply_preset)
+    ts.pick(k, "Model", kinds_for(f["task"]), "kind", on_change=ts.apply_preset,
+            format_func=KIND_LABELS.get,
+            help="A transformer, or a recurrent network (what came before attention): it reads the "
+                 "tokens one at a time and carries what it knows in one hidden state")
+    ts.pick(b, "Preset", ts.presets_for(f["task"], ts.cuda_available(), f["kind"]), "preset",
+            on_change=ts.apply_preset)
     task_cls, pre = TASKS[f["task"]], ts.current_preset()
+    recurrent = pre.kind != "transformer"
     ts.prepare(pre)  # its examples are generated while you read the form: Start trains at once
-    st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim(pre.task)}")
+    st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim_for(pre)}")
     with st.form("train_form"):
         m1, m2 = st.columns(2)
-        ts.pick(m1, "Architecture", [x for x in ARCHS if x in task_cls.archs], "arch")
-        ts.pick(m2, "Positions", POS_SCHEMES, "pos")
-        ts.number(m1, "d_model", 2, 1024, "d_model")
-        ts.number(m2, "Layers", 1, 12, "n_layers")
-        ts.number(m1, "Heads", 1, 32, "n_heads")
-        m2.radio("Attention", ts.ATTN_KINDS, key=P + "attn_kind",
-                 horizontal=True, help="MHA: one K/V head per query head; GQA: groups of query heads "
-                                       "share a K/V head; MQA: one K/V head for all")
-        ts.number(m1, "K/V heads (GQA)", 1, 32, "n_kv_heads")
-        ts.number(m2, "Window (0 = full)", 0, 4096, "window")
-        st.checkbox("Attention only (no MLP)", key=P + "attn_only")
+        archs = [x for x in ARCHS if x in task_cls.archs and (not recurrent or x in RECURRENT_ARCHS)]
+        ts.pick(m1, "Architecture", archs, "arch")
+        if recurrent:  # a recurrent network has no heads, positions or window
+            m2.radio("Attention over the source", list(ts.RNN_ATTENTIONS), key=P + "rnn_attention",
+                     format_func=ts.RNN_ATTENTIONS.get, horizontal=True,
+                     help="encoder-decoder only: none = the decoder sees only the encoder's final "
+                          "state; additive = Bahdanau attention over every encoder state")
+            ts.number(m1, "Embedding size (d_model)", 2, 1024, "d_model")
+            ts.number(m2, "Hidden size", 2, 2048, "d_hidden",
+                      help="the numbers the hidden state holds: all it knows of the text so far")
+            ts.number(m1, "Layers", 1, 12, "n_layers")
+        else:
+            ts.pick(m2, "Positions", POS_SCHEMES, "pos")
+            ts.number(m1, "d_model", 2, 1024, "d_model")
+            ts.number(m2, "Layers", 1, 12, "n_layers")
+            ts.number(m1, "Heads", 1, 32, "n_heads")
+            m2.radio("Attention", ts.ATTN_KINDS, key=P + "attn_kind",
+                     horizontal=True, help="MHA: one K/V head per query head; GQA: groups of query "
+                                           "heads share a K/V head; MQA: one K/V head for all")
+            ts.number(m1, "K/V heads (GQA)", 1, 32, "n_kv_heads")
+            ts.number(m2, "Window (0 = full)", 0, 4096, "window")
+            st.checkbox("Attention only (no MLP)", key=P + "attn_only")
         t1, t2 = st.columns(2)
         ts.number(t1, "Steps", 1, 1_000_000, "steps")
         ts.number(t2, "Batch size", 1, 4096, "batch_size")
@@ -102,9 +120,13 @@ with right:
         st.error(f"Training failed: {snap.error}")
     elif snap.state in ("done", "stopped") and snap.checkpoint:
         st.success(f"{snap.message}. Saved as **{snap.name}** (listed as *trained* in the sidebar).")
-        if st.button("Open in the Attention explorer", key=P + "open", type="primary"):
+        page, where = ts.open_in(job)
+        if st.button(f"Open in {where}", key=P + "open", type="primary"):
             st.session_state["model_path"] = snap.checkpoint
-            st.switch_page("app_pages/attention.py")
+            st.switch_page(page)
+        if page != "app_pages/attention.py":  # a recurrent run: no attention maps to explore
+            st.page_link("app_pages/why.py", label="Why attention: RNN and LSTM against the "
+                         "transformer, measured on shipped models", icon="🧭")
 
     if later:
         st.caption("Loading the charts…")

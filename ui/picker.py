@@ -79,13 +79,35 @@ def local_notes(where) -> None:
             st.markdown("\n".join(f"- **{name}**: {reason}" for name, reason in bad))
 
 
-def current_model(required: bool = True, prefer: str | None = None) -> LoadedModel | None:
+def current_model(required: bool = True, prefer: str | None = None,
+                  needs: str | None = None) -> LoadedModel | None:
     """Render the sidebar picker and return the picked model. With ``required``, a page without a
     model shows a hint and stops there; ``prefer``: the shipped model this page opens on while
-    nobody has picked one (``model_picker``). The page works however it was reached (app.py's
-    navigation, or a bookmarked URL)."""
+    nobody has picked one (``model_picker``). ``needs``: a view the page shows
+    (``tfviz.model.families.VIEWS``, e.g. "self_attention"); a model that lacks it (a recurrent
+    network has no heads) is explained in one sentence, then the page stops (``required``) or goes
+    on without a model. The page works however it was reached (app.py's navigation, or a
+    bookmarked URL)."""
     loaded = model_picker(prefer=prefer)
+    if loaded is not None and needs is not None and (why := missing_view(loaded, needs)):
+        st.info(f"{why[0].upper()}{why[1:]}. This page needs a model that has it: pick a "
+                "transformer in the sidebar. (A recurrent run's curves and accuracy are on the "
+                "**Train** page; the **Why attention** page compares recurrent networks with "
+                "transformers.)")
+        if required:
+            st.stop()
+        return None
     if loaded is None and required:
         st.info("Pick a model in the sidebar (or train one on the **Train** page) to see this page.")
         st.stop()
     return loaded
+
+
+def missing_view(loaded: LoadedModel, view: str) -> str | None:
+    """Why ``view`` does not apply to the loaded model (``tfviz.model.families.lacks``), or None."""
+    from tfviz.model.families import lacks
+
+    try:
+        return lacks(loaded.config, view)
+    except ValueError:  # not a tfviz config (an imported model): the page checks what it needs
+        return None

@@ -11,20 +11,21 @@ import time
 import streamlit as st
 
 from tfviz.model.hooks import parse_hook_name
-from tfviz.train.presets import CPU, build_configs, presets_for
+from tfviz.train.presets import CPU, QUICK, build_configs, kinds_for, presets_for
 
 from .jobs import job_manager, my_jobs, trained_dir
 from .widgets import choice
 
 P = "train_"  # widget key prefix (session_state is shared by every page)
 MODEL_KEYS = ("arch", "pos", "d_model", "n_layers", "n_heads", "n_kv_heads", "window", "attn_only")
+RECURRENT_KEYS = ("arch", "d_model", "d_hidden", "n_layers")  # + "attention" (rnn_attention)
+RNN_ATTENTIONS = {"none": "none (one state)", "additive": "additive (Bahdanau)"}
 TRAIN_KEYS = ("steps", "batch_size", "lr", "warmup", "seed")
 ATTN_KINDS = ("MHA", "GQA", "MQA")
 
 
 def trainable_tasks() -> list[str]:
-    """The tasks the Train page offers: those with a preset (the form starts from one; a task
-    without one, e.g. a recurrent model's, is trained elsewhere)."""
+    """The tasks the Train page offers: those with a preset (the form starts from one)."""
     from tfviz.tasks import TASKS
     from tfviz.train.presets import QUICK
 
@@ -65,23 +66,29 @@ def prepare(pre) -> threading.Thread:
     return _preparing(json.dumps({"name": pre.task, **pre.task_params}, sort_keys=True))
 
 
-FORM_KEYS = ("task", "preset", "arch", "pos", "d_model", "n_layers", "n_heads", "attn_kind",
-             "n_kv_heads", "window", "attn_only", "steps", "batch_size", "lr", "warmup", "seed", "name",
-             "device", "compile")
+FORM_KEYS = ("task", "kind", "preset", "arch", "pos", "d_model", "n_layers", "n_heads", "attn_kind",
+             "n_kv_heads", "window", "attn_only", "d_hidden", "rnn_attention", "steps", "batch_size", "lr", "warmup",
+             "seed", "name", "device", "compile")
 DEVICES = {"cuda": "GPU", "cpu": "CPU"}  # the Train page's choice when a CUDA GPU is there
 
 
-def preset_values(task: str, label: str = CPU) -> dict:
-    """Every form field filled from ``task``'s preset ``label`` (the CPU one if not offered)."""
-    offered = presets_for(task, cuda_available())
-    label = label if label in offered else CPU
+def preset_values(task: str, label: str = CPU, kind: str = "transformer") -> dict:
+    """Every form field filled from ``task``'s preset ``label`` for a model ``kind`` (the kind's
+    first preset if that one is not offered; a transformer if the kind cannot train on the task).
+    A recurrent preset leaves the transformer's fields at the task's transformer preset (hidden,
+    but valid when the kind is switched back)."""
+    kind = kind if kind in kinds_for(task) else "transformer"
+    offered = presets_for(task, cuda_available(), kind)
+    label = label if label in offered else next(iter(offered))
     m, t = offered[label].model, offered[label].train
-    return dict(task=task, preset=label, arch=m["arch"], pos=m["pos"], d_model=m["d_model"],
-                n_layers=m["n_layers"], n_heads=m["n_heads"], attn_kind="MHA",
-                n_kv_heads=max(1, m["n_heads"] // 2), window=m.get("window") or 0,
-                attn_only=m.get("attn_only", False), steps=t.steps, batch_size=t.batch_size,
+    tm = m if kind == "transformer" else QUICK[task].model
+    return dict(task=task, kind=kind, preset=label, arch=m["arch"], pos=tm["pos"],
+                d_model=m["d_model"], n_layers=m["n_layers"], n_heads=tm["n_heads"], attn_kind="MHA",
+                n_kv_heads=max(1, tm["n_heads"] // 2), window=tm.get("window") or 0,
+                attn_only=tm.get("attn_only", False), d_hidden=m.get("d_hidden") or m["d_model"],
+                rnn_attention=m.get("attention", "none"), steps=t.steps, batch_size=t.batch_size,
                 lr=t.lr, warmup=t.warmup, seed=t.seed,
-                name=f"{task}-{m['pos']}-{time.strftime('%H%M%S')}",
+                name=f"{task}-{tm['pos'] if kind == 'transformer' else kind}-{time.strftime('%H%M%S')}",
                 device="cuda" if cuda_available() else "cpu", compile=t.compile)
 
 
@@ -103,14 +110,14 @@ def restore() -> None:
 
 def current_preset():
     f = form()
-    return presets_for(f["task"], cuda_available())[f["preset"]]
+    return presets_for(f["task"], cuda_available(), f.setdefault("kind", "transformer"))[f["preset"]]
 
 
 def apply_preset() -> None:
     """on_change of task / preset: every other field from the preset (a callback runs before the
     rerun, so the widgets are drawn with the new values)."""
     ss = st.session_state
-    values = preset_values(ss[P + "task"], ss.get(P + "preset", CPU))
+    values = preset_values(ss[P + "task"], ss.get(P + "preset", CPU), ss.get(P + "kind", "transformer"))
     form().update(values)
     for k, v in values.items():
         if k != "task":
@@ -124,18 +131,24 @@ def remember() -> None:
 
 
 def configs_from_form(task):
-    """(ModelConfig, TrainConfig) from the widgets; ValueError with the configs' own message."""
+    """(model config, TrainConfig) from the widgets: a transformer's ModelConfig or a recurrent
+    kind's RecurrentConfig; ValueError with the configs' own message."""
     ss = st.session_state
-    model = {k: ss[P + k] for k in MODEL_KEYS}
-    kind = ss[P + "attn_kind"]
-    model["n_kv_heads"] = {"MHA": model["n_heads"], "MQA": 1}.get(kind, model["n_kv_heads"])
+    kind = ss.get(P + "kind", "transformer")
+    if kind == "transformer":
+        model = {k: ss[P + k] for k in MODEL_KEYS}
+        attn = ss[P + "attn_kind"]
+        model["n_kv_heads"] = {"MHA": model["n_heads"], "MQA": 1}.get(attn, model["n_kv_heads"])
+    else:  # the transformer-only fields are hidden and not used
+        model = {k: ss[P + k] for k in RECURRENT_KEYS}
+        model["attention"] = ss[P + "rnn_attention"]
     pre = current_preset()
     train = {**pre.train.to_dict(), **{k: ss[P + k] for k in TRAIN_KEYS}}
     if cuda_available():  # the device choice and the compile switch exist only then
         train.update({k: ss[P + k] for k in ("device", "compile") if P + k in ss})
     train["snapshot_every"] = max(1, train["steps"] // 20)
     train["eval_every"] = max(1, min(train["eval_every"], train["steps"] // 4 or 1))
-    return build_configs(task, model, train)
+    return build_configs(task, model, train, kind)
 
 
 def unique_name(name: str) -> str:
@@ -163,6 +176,18 @@ def submit(task, model_config, train_config, name: str, init: str | None = None)
 
 
 # ------------------------------------------------------------------------------ job display
+def open_in(job) -> tuple[str, str]:
+    """(page, its name) where a finished run opens: the Attention explorer, or for a model without
+    self-attention (a recurrent network) the Tokens & embeddings page (its learned embeddings),
+    since every attention page would only say it has no heads."""
+    from tfviz.model.families import lacks
+
+    config = job.spec.get("model_config")  # None: a fine-tuned imported decoder (a transformer)
+    if config is not None and lacks(config, "self_attention"):
+        return "app_pages/tokens.py", "Tokens & embeddings"
+    return "app_pages/attention.py", "the Attention explorer"
+
+
 def status(snap) -> str:
     if snap.state == "queued":
         return f"queued — position {snap.queue_position}"

@@ -3,7 +3,12 @@ train to a visible result — a falling loss and heads that specialise — quick
 
     preset = presets_for("coref")["quick (CPU)"]
     task = make_task(preset.task, **preset.task_params)
-    model_config, train_config = build_configs(task, preset.model, preset.train.to_dict())
+    model_config, train_config = build_configs(task, preset.model, preset.train.to_dict(), preset.kind)
+
+Each task has a transformer preset (``QUICK``, keyed by task); recurrent baselines (RNN / LSTM /
+GRU, ``tfviz.model.recurrent``) have their own measured presets (``RECURRENT``, keyed
+"task-kind"), and ``presets_for(task, cuda, kind)`` offers a kind's presets for a task (a kind
+without a measured preset there gets one derived from the transformer's: ``recurrent_default``).
 
 "quick (CPU)" presets train on one CPU thread; how long each took, what it reached and under what
 load is *measured* (``python -m tfviz.train.presets measure``) and stored beside this file in
@@ -21,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ..model import ModelConfig
+from ..model.families import KIND_LABELS, KINDS
+from ..model.recurrent import ARCHS as RECURRENT_ARCHS
 from .config import TrainConfig
 from .setup import longest_example, model_config_for
 
@@ -31,9 +38,10 @@ CPU, GPU = "quick (CPU)", "bigger (GPU)"
 class Preset:
     task: str
     what: str                     # what to look for once it has trained
-    model: dict[str, Any]         # ModelConfig overrides (vocab_size / max_len come from the task)
+    model: dict[str, Any]         # config overrides (vocab_size / max_len come from the task)
     train: TrainConfig
     task_params: dict[str, Any] = field(default_factory=dict)
+    kind: str = "transformer"     # tfviz.model.families.KINDS: "transformer", "rnn", "lstm", "gru"
 
 
 def _cpu(steps: int, snapshot_every: int, **kw: Any) -> TrainConfig:
@@ -95,30 +103,91 @@ BIGGER: dict[str, Preset] = {
 }
 
 
-def presets_for(task: str, cuda: bool = False) -> dict[str, Preset]:
-    """The presets to offer for ``task``: the quick CPU one, plus the bigger one when a CUDA GPU
-    is there."""
+# Recurrent baselines (tfviz.model.recurrent), measured like the transformers' quick presets:
+# "task-kind" -> Preset. Smaller than the transformers (one layer) so that they finish within a
+# minute on one CPU core; each is the same task with the same tokenizer as the transformer's.
+RSMALL = dict(d_model=64, n_layers=1)
+RECURRENT: dict[str, Preset] = {
+    "copy-lstm": Preset("copy", "an LSTM encoder-decoder with additive (Bahdanau) attention: its "
+                        "alignment becomes a diagonal (the Why attention page shows it without "
+                        "attention: the whole source squeezed into one state)",
+                        dict(RSMALL, arch="encoder-decoder", attention="additive"), _cpu(300, 20),
+                        kind="lstm"),
+    "reverse-lstm": Preset("reverse", "an LSTM encoder-decoder with additive attention: its "
+                           "alignment becomes an anti-diagonal",
+                           dict(RSMALL, arch="encoder-decoder", attention="additive"), _cpu(300, 20),
+                           kind="lstm"),
+    "coref-lstm": Preset("coref", "an LSTM reads left to right and must carry the noun in its "
+                         "hidden state until 'it': compare its accuracy with the transformer's",
+                         dict(RSMALL, arch="decoder"), _cpu(400, 20), kind="lstm"),
+    "coref-rnn": Preset("coref", "a tanh RNN must carry the noun in its hidden state until 'it' "
+                        "through one tanh per token: compare with the LSTM and the transformer",
+                        dict(RSMALL, arch="decoder"), _cpu(400, 20), kind="rnn"),
+    "lm-gru": Preset("lm", "a GRU language model: the loss falls well below log(vocab), with only "
+                     "its hidden state to remember the sentence so far",
+                     dict(RSMALL, arch="decoder"), _cpu(400, 20, eval_every=100), kind="gru"),
+}
+ALL: dict[str, Preset] = {**QUICK, **RECURRENT}  # every measured preset, by name
+
+
+def kinds_for(task: str) -> list[str]:
+    """The model kinds (``KINDS``) that can train on ``task``: a recurrent model is a decoder or
+    an encoder-decoder, so not on an encoder-only task (mlm)."""
     if task not in QUICK:
         raise ValueError(f"no preset for task {task!r}; known: {sorted(QUICK)}")
+    from ..tasks import TASKS
+
+    archs = TASKS[task].archs
+    return [k for k in KINDS if k == "transformer" or any(a in RECURRENT_ARCHS for a in archs)]
+
+
+def recurrent_default(task: str, kind: str) -> Preset:
+    """A ``kind`` preset for a task without a measured one: the transformer's training settings,
+    a one-layer recurrent model of the same width, the transformer's architecture if a recurrent
+    model has it (else a decoder)."""
+    base = QUICK[task]
+    arch = base.model["arch"] if base.model["arch"] in RECURRENT_ARCHS else "decoder"
+    return Preset(task, f"a {KIND_LABELS[kind]} baseline on the same task: compare its accuracy with "
+                  "the transformer's", dict(RSMALL, arch=arch), base.train, base.task_params, kind)
+
+
+def label(preset: Preset, gpu: bool = False) -> str:
+    """How a preset is offered: "quick (CPU)" for a transformer, "LSTM quick (CPU)" etc."""
+    name = GPU if gpu else CPU
+    return name if preset.kind == "transformer" else f"{KIND_LABELS[preset.kind]} {name}"
+
+
+def presets_for(task: str, cuda: bool = False, kind: str = "transformer") -> dict[str, Preset]:
+    """The presets to offer for ``task`` and a model ``kind``: a transformer's quick CPU one, plus
+    the bigger one when a CUDA GPU is there; a recurrent kind's measured ones (``RECURRENT``), or
+    ``recurrent_default`` where it has none."""
+    if kind not in kinds_for(task):
+        raise ValueError(f"no {KIND_LABELS.get(kind, kind)} preset for task {task!r}: a "
+                         f"{KIND_LABELS.get(kind, kind)} cannot train on it (kinds: "
+                         f"{', '.join(kinds_for(task))})")
+    if kind != "transformer":
+        mine = [p for p in RECURRENT.values() if p.task == task and p.kind == kind]
+        return {label(p): p for p in mine or [recurrent_default(task, kind)]}
     out = {CPU: QUICK[task]}
     if cuda:
         out[GPU] = BIGGER[task]
     return out
 
 
-def build_configs(task, model_fields: dict[str, Any], train_fields: dict[str, Any]
-                  ) -> tuple[ModelConfig, TrainConfig]:
-    """Validated configs for ``task`` from form values. vocab_size always comes from the task's
+def build_configs(task, model_fields: dict[str, Any], train_fields: dict[str, Any],
+                  kind: str = "transformer") -> tuple[ModelConfig, TrainConfig]:
+    """Validated configs for ``task`` from form values, for a model ``kind`` (``KINDS``: a
+    transformer's ModelConfig, or a RecurrentConfig). vocab_size always comes from the task's
     tokenizer; max_len defaults to the longest example (rounded up to 16) and must fit it.
-    Raises ``ValueError`` with ModelConfig's / TrainConfig's message on any bad value."""
+    Raises ``ValueError`` with the configs' own message on any bad value."""
     fields = {k: v for k, v in model_fields.items() if k != "vocab_size"}
-    if not fields.get("window"):
+    if kind == "transformer" and not fields.get("window"):
         fields["window"] = None
     longest = longest_example(task)
-    if fields.get("max_len") is not None and fields["max_len"] < longest:
+    if kind == "transformer" and fields.get("max_len") is not None and fields["max_len"] < longest:
         raise ValueError(f"max_len={fields['max_len']} is shorter than the task's longest example "
                          f"({longest} tokens): the model must have a position for every token")
-    model_config = model_config_for(task, **fields)
+    model_config = model_config_for(task, kind, **fields)
     train_config = TrainConfig(**{k: v for k, v in train_fields.items() if k != "format_version"})
     return model_config, train_config
 
@@ -132,13 +201,14 @@ def fingerprint(preset: Preset) -> str:
     stored for another fingerprint is not quoted."""
     defaults = TrainConfig().to_dict()  # a new TrainConfig field with a default changes nothing
     train = {k: v for k, v in preset.train.to_dict().items() if defaults.get(k, object()) != v}
-    blob = json.dumps([preset.task, preset.model, train, preset.task_params],
+    kind = [] if preset.kind == "transformer" else [preset.kind]  # the transformers' are as before
+    blob = json.dumps([preset.task, preset.model, train, preset.task_params, *kind],
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def measure(name: str, threads: int = 1) -> dict[str, Any]:
-    """Train the quick preset of ``name`` as the app does (one torch thread by default) and
+    """Train the quick preset ``name`` (``ALL``: a task's transformer, or "copy-lstm" ...) as the app does (one torch thread by default) and
     return what was measured: seconds from the call to the first loss point and to the end, the
     CPU seconds it used (about what it takes on an idle core), the task's build time, the final
     validation/test metrics, and the machine and its load average (the other work running on it)
@@ -153,7 +223,7 @@ def measure(name: str, threads: int = 1) -> dict[str, Any]:
     from .loop import train
     from .setup import new_model
 
-    preset = QUICK[name]
+    preset = ALL[name]
     load_before = os.getloadavg()
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -162,7 +232,7 @@ def measure(name: str, threads: int = 1) -> dict[str, Any]:
         task = make_task(preset.task, **preset.task_params)
         task.examples("train")
         built = time.perf_counter() - t0
-        model_config, train_config = build_configs(task, preset.model, preset.train.to_dict())
+        model_config, train_config = build_configs(task, preset.model, preset.train.to_dict(), preset.kind)
         torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # its first use imports torch._dynamo
         first: list[float] = []                                   # (the app does that at start-up)
         t1, c1 = time.perf_counter(), time.process_time()
@@ -171,7 +241,7 @@ def measure(name: str, threads: int = 1) -> dict[str, Any]:
         took, cpu = time.perf_counter() - t1, time.process_time() - c1
     finally:
         torch.set_num_threads(old_threads)
-    return {"task": name, "fingerprint": fingerprint(preset), "steps": train_config.steps,
+    return {"task": preset.task, "kind": preset.kind, "fingerprint": fingerprint(preset), "steps": train_config.steps,
             "seconds": round(took, 1), "cpu_seconds": round(cpu, 1),
             "first_loss_s": round(first[0], 2) if first else None,
             "task_build_s": round(built, 1), "status": result.status,
@@ -183,16 +253,24 @@ def measure(name: str, threads: int = 1) -> dict[str, Any]:
 
 
 def timings() -> dict[str, dict[str, Any]]:
-    """The stored measurements, by task (only those still matching their preset)."""
+    """The stored measurements, by preset name (only those still matching their preset)."""
     try:
         stored = json.loads(TIMINGS_FILE.read_text())
     except (OSError, ValueError):
         return {}
-    return {k: v for k, v in stored.items() if k in QUICK and v.get("fingerprint") == fingerprint(QUICK[k])}
+    return {k: v for k, v in stored.items() if k in ALL and v.get("fingerprint") == fingerprint(ALL[k])}
 
 
-def claim(name: str) -> str:
-    """One sentence for the Train page: how long the quick preset took, as measured, and where."""
+def name_of(preset: Preset) -> str | None:
+    """The preset's name in ``ALL`` (None for one derived on the fly, ``recurrent_default``)."""
+    return next((k for k, p in ALL.items() if p == preset), None)
+
+
+def claim(name: str | None) -> str:
+    """One sentence for the Train page: how long the quick preset ``name`` took, as measured, and
+    where."""
+    if name is None:
+        return "This preset is not measured: it is derived from the transformer's."
     m = timings().get(name)
     if m is None:
         return "Quick preset: not measured since it last changed."
@@ -204,6 +282,12 @@ def claim(name: str) -> str:
             f"idle core.")
 
 
+def claim_for(preset: Preset) -> str:
+    """``claim`` of the preset the Train page shows (a transformer's by its task, as measured on
+    the CPU; a recurrent one by its name)."""
+    return claim(preset.task if preset.kind == "transformer" else name_of(preset))
+
+
 def _main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -211,13 +295,13 @@ def _main(argv: list[str] | None = None) -> int:
                                  description="Measure the quick presets; store the figures the "
                                              "Train page quotes in " + TIMINGS_FILE.name)
     ap.add_argument("command", choices=["measure"])
-    ap.add_argument("tasks", nargs="*", help=f"default: all ({', '.join(QUICK)})")
+    ap.add_argument("tasks", nargs="*", help=f"default: all ({', '.join(ALL)})")
     args = ap.parse_args(argv)
     try:
         stored = json.loads(TIMINGS_FILE.read_text())
     except (OSError, ValueError):
         stored = {}
-    for name in args.tasks or list(QUICK):
+    for name in args.tasks or list(ALL):
         stored[name] = measure(name)
         print(json.dumps(stored[name]), flush=True)
         TIMINGS_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
