@@ -24,7 +24,7 @@ with left:
     st.subheader("New run")
     a, k, b = st.columns([4, 3, 4])
     ts.pick(a, "Task", ts.trainable_tasks(), "task", on_change=ts.apply_preset)
-    ts.pick(k, "Model", kinds_for(f["task"]), "kind", on_change=ts.apply_preset,
+    ts.pick(k, "Model type", kinds_for(f["task"]), "kind", on_change=ts.apply_preset,
             format_func=KIND_LABELS.get,
             help="A transformer, or a recurrent network (what came before attention): it reads the "
                  "tokens one at a time and carries what it knows in one hidden state")

@@ -14,7 +14,8 @@ from apptest_helpers import arr, charts, open_page
 from streamlit.testing.v1 import AppTest
 
 from tfviz.tasks import TASKS, make_task
-from tfviz.train.presets import BIGGER, CPU, GPU, QUICK, build_configs, presets_for
+from tfviz.train.presets import (ALL, BIGGER, CPU, GPU, QUICK, RECURRENT, build_configs, kinds_for,
+                                 presets_for, recurrent_default)
 
 TIMEOUT_S = 60
 
@@ -71,6 +72,43 @@ def test_every_preset_builds_valid_configs(name) -> None:
     assert list(presets_for(name, cuda=True)) == [CPU, GPU]
 
 
+@pytest.mark.parametrize("name", sorted(RECURRENT))
+def test_every_recurrent_preset_builds_valid_configs(name) -> None:
+    """A recurrent preset is a RecurrentConfig of its kind for its task, and the one the Train page
+    offers for that task and kind."""
+    from tfviz.model.families import kind_of
+    from tfviz.model.recurrent import RecurrentConfig
+
+    preset = RECURRENT[name]
+    task = make_task(preset.task, **preset.task_params)
+    mc, tc = build_configs(task, preset.model, preset.train.to_dict(), preset.kind)
+    assert isinstance(mc, RecurrentConfig) and kind_of(mc) == preset.kind
+    assert mc.vocab_size == task.tokenizer.vocab_size and mc.arch in task.archs
+    assert tc.steps == preset.train.steps
+    assert preset in presets_for(preset.task, kind=preset.kind).values()
+    assert preset.kind in kinds_for(preset.task)
+
+
+def test_every_task_and_kind_has_a_preset_that_builds() -> None:
+    """A kind without a measured preset for a task gets one derived from the transformer's; a
+    recurrent network is offered only where it can train (not on the encoder-only mlm)."""
+    from tfviz.model.families import kind_of
+
+    for name in QUICK:
+        kinds = kinds_for(name)
+        assert kinds == (["transformer"] if name == "mlm" else ["transformer", "rnn", "lstm", "gru"])
+        for kind in kinds[1:]:
+            (preset,) = presets_for(name, kind=kind).values()
+            task = make_task(preset.task, **preset.task_params)
+            mc, _ = build_configs(task, preset.model, preset.train.to_dict(), kind)
+            assert kind_of(mc) == kind
+    assert recurrent_default("sort", "gru").model["arch"] == "encoder-decoder"
+    with pytest.raises(ValueError, match="cannot train on it"):
+        presets_for("mlm", kind="lstm")
+    with pytest.raises(ValueError, match="has no n_heads"):  # a transformer's field, refused
+        build_configs(make_task("copy"), {**RECURRENT["copy-lstm"].model, "n_heads": 4}, {}, "lstm")
+
+
 def test_every_quick_preset_has_a_current_measurement() -> None:
     """The Train page quotes measured figures only: each quick preset has one, taken with the
     preset as it is now (a changed preset must be measured again)."""
@@ -79,7 +117,7 @@ def test_every_quick_preset_has_a_current_measurement() -> None:
     stale = sorted(set(QUICK) - set(presets.timings()))
     assert not stale, f"measure them again: python -m tfviz.train.presets measure {' '.join(stale)}"
     for name, m in presets.timings().items():
-        assert m["status"] == "done" and m["steps"] == QUICK[name].train.steps
+        assert m["status"] == "done" and m["steps"] == ALL[name].train.steps
         assert 0 < m["first_loss_s"] < m["seconds"] and 0 < m["cpu_seconds"]
         assert len(m["load_average"]) == 2 and m["threads"] == 1
 
@@ -228,6 +266,67 @@ def test_tiny_run_trains_saves_and_opens(models_dir) -> None:
     assert at.session_state["model_path"] == str(ckpt)
     picker = at.sidebar.selectbox(key="model_select")  # the Attention explorer's sidebar
     assert picker.value == str(ckpt) and f"{ckpt.stem} (trained)" in picker.options
+
+
+def test_a_recurrent_run_from_the_page(models_dir) -> None:
+    """Pick LSTM: the form shows the recurrent fields (no heads, positions, window), a tiny run
+    trains, its checkpoint loads as the LSTM asked for, its curves are its history, and it opens
+    where a model without attention has something to show; the Attention explorer explains."""
+    from tfviz.model.recurrent import RecurrentConfig
+    from tfviz.train.checkpoint import load_checkpoint
+
+    at = open_train("copy")
+    assert at.selectbox(key="train_kind").options == ["Transformer", "RNN (tanh)", "LSTM", "GRU"]
+    at.selectbox(key="train_kind").set_value("lstm").run()
+    assert at.selectbox(key="train_preset").options == ["LSTM quick (CPU)"]
+    keys = {w.key for w in (*at.number_input, *at.selectbox, *at.radio, *at.checkbox)}
+    assert {"train_d_hidden", "train_rnn_attention", "train_n_layers"} <= keys
+    assert not keys & {"train_n_heads", "train_n_kv_heads", "train_window", "train_pos",
+                       "train_attn_kind", "train_attn_only"}
+    assert at.radio(key="train_rnn_attention").value == "additive"  # the preset's
+    at.radio(key="train_rnn_attention").set_value("none")
+    small_run(at, steps=12, d_model=16, d_hidden=24)
+    (job,) = my_jobs(at)
+    poll(at, lambda a: a.success)
+    snap = job.snapshot()
+    assert snap.state == "done", snap.error
+    cfg = load_checkpoint(snap.checkpoint).config
+    assert isinstance(cfg, RecurrentConfig) and cfg.cell == "lstm" and cfg.arch == "encoder-decoder"
+    assert (cfg.d_model, cfg.d_hidden, cfg.attention) == (16, 24, "none")
+    curves = charts(at)[0]
+    train_loss = next(t for t in curves["data"] if t["name"] == "train loss")
+    assert train_loss["y"] == pytest.approx([h["train_loss"] for h in snap.history if "train_loss" in h])
+    assert not job.attention_snapshots()  # no attention: nothing to replay
+    assert at.button(key="train_open").label == "Open in Tokens & embeddings"
+    at.button(key="train_open").click().run()
+    assert not at.exception and at.session_state["model_path"] == snap.checkpoint
+    at.switch_page("app_pages/attention.py").run()
+    assert not at.exception
+    assert any("has no self-attention" in i.value for i in at.info), [i.value for i in at.info]
+    at.switch_page("app_pages/train.py").run()  # back: the form is the LSTM's as it was left
+    assert at.selectbox(key="train_kind").value == "lstm" and not at.exception
+
+
+def test_recurrent_form_errors_and_the_memory_guard(models_dir, monkeypatch) -> None:
+    """A recurrent setting that is wrong, and a run too big for the server's memory budget, are
+    refused with the clear 'Not started' message, before any job exists."""
+    at = open_train("coref")
+    assert at.selectbox(key="train_kind").value == "transformer"
+    at.selectbox(key="train_kind").set_value("rnn").run()
+    at.radio(key="train_rnn_attention").set_value("additive")  # a decoder has no source
+    at.button(key="train_start").click().run()
+    assert any("Not started" in e.value and "needs arch='encoder-decoder'" in e.value
+               for e in at.error), [e.value for e in at.error]
+    at.radio(key="train_rnn_attention").set_value("none")
+    monkeypatch.setenv("TFVIZ_TRAIN_MEMORY_MB", "1")
+    at.number_input(key="train_d_hidden").set_value(2048)
+    at.button(key="train_start").click().run()
+    assert any("Not started" in e.value and "more than the 1 MB one training may use" in e.value
+               for e in at.error), [e.value for e in at.error]
+    assert not my_jobs(at) and not at.exception
+    at.selectbox(key="train_task").select("mlm").run()  # encoder-only: no recurrent kind
+    assert at.selectbox(key="train_kind").options == ["Transformer"]
+    assert at.selectbox(key="train_kind").value == "transformer" and not at.exception
 
 
 @pytest.mark.parametrize("values, message", [
