@@ -307,6 +307,26 @@ def test_a_recurrent_run_from_the_page(models_dir) -> None:
     assert at.selectbox(key="train_kind").value == "lstm" and not at.exception
 
 
+def test_a_recurrent_run_with_additive_attention_replays_its_alignment(models_dir) -> None:
+    """The LSTM preset on reverse has Bahdanau attention: the replay offers its alignment (the
+    decoder over the source), one frame per snapshot the job recorded, equal to it."""
+    at = open_train("reverse")
+    at.selectbox(key="train_kind").set_value("lstm").run()
+    small_run(at, steps=12, d_model=16, d_hidden=16)
+    (job,) = my_jobs(at)
+    poll(at, lambda a: a.success)
+    assert job.spec["model_config"].attention == "additive"
+    assert at.selectbox(key="train_replay_kind").options == ["cross-attention (decoder → source)"]
+    assert at.selectbox(key="train_replay_layer").options == ["0"]  # one attention, one "head"
+    assert at.selectbox(key="train_replay_head").options == ["0"]
+    snaps = job.attention_snapshots()
+    replay = next(c for c in charts(at) if c.get("frames"))
+    assert [f["name"] for f in replay["frames"]] == [str(s.step) for s in snaps]
+    z = arr(replay["frames"][-1]["data"][0]["z"])
+    np.testing.assert_allclose(z, snaps[-1].patterns["decoder.cross_attn.hook_pattern"][0], atol=1e-3)
+    assert z.shape == (len(snaps[-1].tokens), len(snaps[-1].src_tokens))
+
+
 def test_recurrent_form_errors_and_the_memory_guard(models_dir, monkeypatch) -> None:
     """A recurrent setting that is wrong, and a run too big for the server's memory budget, are
     refused with the clear 'Not started' message, before any job exists."""
