@@ -5,19 +5,18 @@ UI-free presets (tfviz.train.presets)."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_helpers import arr, charts, open_page
+from apptest_helpers import arr, charts, my_jobs, open_page, poll
 from streamlit.testing.v1 import AppTest
 
 from tfviz.tasks import TASKS, make_task
 from tfviz.train.presets import (ALL, BIGGER, CPU, GPU, QUICK, RECURRENT, build_configs, kinds_for,
                                  presets_for, recurrent_default)
 
-TIMEOUT_S = 60
+TIMEOUT_S = 120  # a deadline for a thread or a job, not a speed assertion
 
 
 @pytest.fixture
@@ -41,22 +40,6 @@ def small_run(at: AppTest, steps: int = 24, **values) -> None:
         at.number_input(key=f"train_{key}").set_value(v)
     at.button(key="train_start").click().run()
     assert not at.exception, [e.value for e in at.exception]
-
-
-def poll(at: AppTest, done, timeout: float = TIMEOUT_S) -> None:
-    """Fragments do not tick in AppTest: re-run the page until ``done(at)``."""
-    t0 = time.perf_counter()
-    while not done(at):
-        assert time.perf_counter() - t0 < timeout, "the job did not get there in time"
-        time.sleep(0.5)
-        at.run()
-        assert not at.exception, [e.value for e in at.exception]
-
-
-def my_jobs(at: AppTest):
-    from ui.jobs import job_manager
-
-    return job_manager().jobs(owner=at.session_state["sid"])
 
 
 # ------------------------------------------------------------------------------ presets
