@@ -39,10 +39,11 @@ with left:
         archs = [x for x in ARCHS if x in task_cls.archs and (not recurrent or x in RECURRENT_ARCHS)]
         ts.pick(m1, "Architecture", archs, "arch")
         if recurrent:  # a recurrent network has no heads, positions or window
-            m2.radio("Attention over the source", list(ts.RNN_ATTENTIONS), key=P + "rnn_attention",
-                     format_func=ts.RNN_ATTENTIONS.get, horizontal=True,
-                     help="encoder-decoder only: none = the decoder sees only the encoder's final "
-                          "state; additive = Bahdanau attention over every encoder state")
+            if "encoder-decoder" in archs:  # attention over a source: only where there is one
+                m2.radio("Attention over the source", list(ts.RNN_ATTENTIONS), key=P + "rnn_attention",
+                         format_func=ts.RNN_ATTENTIONS.get, horizontal=True,
+                         help="encoder-decoder only: none = the decoder sees only the encoder's "
+                              "final state; additive = Bahdanau attention over every encoder state")
             ts.number(m1, "Embedding size (d_model)", 2, 1024, "d_model")
             ts.number(m2, "Hidden size", 2, 2048, "d_hidden",
                       help="the numbers the hidden state holds: all it knows of the text so far")

@@ -316,7 +316,11 @@ def test_recurrent_form_errors_and_the_memory_guard(models_dir, monkeypatch) -> 
     at = open_train("coref")
     assert at.selectbox(key="train_kind").value == "transformer"
     at.selectbox(key="train_kind").set_value("rnn").run()
-    at.radio(key="train_rnn_attention").set_value("additive")  # a decoder has no source
+    assert "train_rnn_attention" not in {r.key for r in at.radio}  # a decoder task: no source
+    at.selectbox(key="train_task").select("reverse").run()
+    assert at.selectbox(key="train_kind").value == "rnn"  # kept: an RNN trains on reverse too
+    at.radio(key="train_rnn_attention").set_value("additive")
+    at.selectbox(key="train_arch").set_value("decoder")  # a decoder has no source to attend to
     at.button(key="train_start").click().run()
     assert any("Not started" in e.value and "needs arch='encoder-decoder'" in e.value
                for e in at.error), [e.value for e in at.error]
