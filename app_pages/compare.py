@@ -48,7 +48,7 @@ with side:
         st.stop()
     named = uc.load_named(refs, chosen)
     basis = or_stop(lambda: cmp.common_basis([(n, lm.ckpt) for n, lm in named.items()]))
-    first, names = next(iter(named.values())), list(named)
+    first, names, models_key = next(iter(named.values())), list(named), uc.key(named)
     task = cache.task_of(first) if basis.kind == "task" else None
     st.caption(f"One input for all: {basis.sentence()}.")
     if (inp := model_input(first, "cmp", cap=cmp.input_cap([lm.config for lm in named.values()]))) is None:
@@ -57,14 +57,14 @@ with side:
     st.session_state["cmp_ids"] = ids  # the one input every model read
 
     st.subheader("Training")
-    hist = {n: lm.ckpt.history for n, lm in named.items()}
-    if len(curves := cmp.curves_frame(hist)):
-        show(cache.figure(viz.compare_curves, curves), "cmp_curves", data=curves)
-    if (gradients := cmp.gradient_frames(hist)) is not None:
+    curves, gradients = uc.training(named)
+    if len(curves):
+        show(cache.figure_for(models_key, viz.compare_curves, curves), "cmp_curves", data=curves)
+    if gradients is not None:
         bars, every, grads = gradients
-        show(cache.figure(viz.layer_grad_norm_bars, bars, title="Gradient norm per block, mean over training"),
-             "cmp_grad_bars", data=bars)
-        show(cache.figure(viz.grad_norm_heatmap, grads), "cmp_grads", data=every)
+        show(cache.figure_for(models_key, viz.layer_grad_norm_bars, bars,
+                              title="Gradient norm per block, mean over training"), "cmp_grad_bars", data=bars)
+        show(cache.figure_for(models_key, viz.grad_norm_heatmap, grads), "cmp_grads", data=every)
 
     st.subheader("Attention on the same input")
     pats = or_stop(lambda: uc.patterns(named, ids))
@@ -73,24 +73,27 @@ with side:
     head = choice(h_col, "Head", range(min(p.shape[1] for p in pats.values())), "cmp_head")
     for col, n in zip(column_pairs(len(names)), names):
         with col:
-            show(cache.figure(viz.head_heatmap, pats[n][layer, head], tokens, title=f"{n}: L{layer} H{head}"),
+            show(cache.figure_for((models_key, tuple(ids), n, layer, head), viz.head_heatmap,
+                                  pats[n][layer, head], tokens, title=f"{n}: L{layer} H{head}"),
                  f"cmp_head_{n}", data=lambda p=pats[n][layer, head]: viz.pattern_frame(p, tokens, tokens))
     for col, n in zip(column_pairs(len(names)), names):
         with col:
-            show(cache.figure(viz.heads_grid, pats[n], tokens, tokens, selected=(layer, head),
-                              title=f"{n}: every head"),
+            show(cache.figure_for((models_key, tuple(ids), n, layer, head), viz.heads_grid, pats[n],
+                                  tokens, tokens, selected=(layer, head), title=f"{n}: every head"),
                  f"cmp_grid_{n}", data=lambda p=pats[n]: viz.pattern_frame(p, tokens, tokens))
 
     st.subheader("Head roles (orange: the models differ)")
     wide, long = uc.roles(named, task)
-    show(cache.figure(viz.head_role_grid, wide, names), "cmp_roles", data=long)
+    show(cache.figure_for((models_key, task is not None), viz.head_role_grid, wide, names), "cmp_roles",
+         data=long)
     st.dataframe(uc.differs_style(wide), hide_index=True)
 
     st.subheader("Loss and accuracy per position" + ("" if task else " (on the input above)"))
     pos = uc.positions(named, task, ids)
     for col, value in zip(st.columns(2), ("loss", "accuracy")):
         with col:
-            show(cache.figure(viz.position_curves, pos, value=value), f"cmp_pos_{value}", data=pos)
+            show(cache.figure_for((models_key, () if task else tuple(ids)), viz.position_curves, pos,
+                                  value=value), f"cmp_pos_{value}", data=pos)
     if task is not None and first.config.arch != "encoder-decoder":
         L = train_length(task)
         factor = st.select_slider("Longest length (x training length)", [1, 2, 4, 8], 4, key="cmp_factor")
@@ -98,7 +101,8 @@ with side:
             st.session_state["cmp_lengths_asked"] = (tuple(chosen), factor)
         if st.session_state.get("cmp_lengths_asked") == (tuple(chosen), factor):
             lens = uc.lengths(named, compare_lengths(L, factor))
-            show(viz.extrapolation_curves(lens, L, scheme="model"), "cmp_lengths", data=lens)
+            show(cache.figure_for((models_key, factor), viz.extrapolation_curves, lens, L, scheme="model"),
+                 "cmp_lengths", data=lens)
             for m, note in cmp.length_notes(lens).items():
                 st.warning(f"{m}: {note}")
 

@@ -43,8 +43,8 @@ if section == first and (m := zoo_model("coref")):
                         format_func=zf.PRONOUN_AT.get)
     d = cache.mission_weights(m, sentence, position)
     live = zf.strongest_heads(d)
-    show(pronoun_probe(d["weights"], d["tokens"], d["candidates"], pronoun_index=d["q_pos"],
-                       title=f"Where does '{d['tokens'][d['q_pos']]}' look? (live)"),
+    show(cache.figure(pronoun_probe, d["weights"], d["tokens"], d["candidates"], pronoun_index=d["q_pos"],
+                      title=f"Where does '{d['tokens'][d['q_pos']]}' look? (live)"),
          key="find_coref_probe", data=pronoun_probe_frame(d["weights"], d["tokens"], d["candidates"]))
     claim = zf.coref_claim(cards["coref"])
     metric_row(*zf.coref_metrics(claim, live))
@@ -59,8 +59,8 @@ elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_m
                      format_func=zf.REPEAT_VALUES.get)
     curves = cache.repeat_curves({"2 layers": m2, "1 layer": m1}, cache.task_of(m2).tokenizer.vocab_size,
                                  m2.config.max_len, condition)
-    show(repeat_by_position(curves, train_length=two["train_length"], chance=two["chance"],
-                            value=value, title=f"Repeated tokens by position: {condition} (live)"),
+    show(cache.figure(repeat_by_position, curves, train_length=two["train_length"], chance=two["chance"],
+                      value=value, title=f"Repeated tokens by position: {condition} (live)"),
          key="find_ind_curve", data=curves)
     st.caption(zf.repeat_curves_note(m2.config.max_len, two["train_length"]))
     metric_row(*zf.induction_metrics(contrast))
@@ -69,7 +69,7 @@ elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_m
     st.markdown(zf.induction_sentence(contrast))
     score = st.radio("Score", ["induction", "prev_token"], horizontal=True, key="find_ind_score")
     df = cache.induction_frame({"2 layers": m2, "1 layer": m1})
-    show(head_score_bars(df, score, threshold=0.4, title=f"{score} score per head (live)"),
+    show(cache.figure(head_score_bars, df, score, threshold=0.4, title=f"{score} score per head (live)"),
          key="find_ind_bars", data=df)
 
 elif section == positional:
@@ -79,7 +79,7 @@ elif section == positional:
     if st.button("Re-measure live", key="find_pos_live"):
         models = {n: x for n in df["model"].unique() if (x := zoo_model(n))}
         df, where = cache.extrapolation(models, pos_lengths(L), POS_TOKENS), "live"
-    show(extrapolation_curves(df, L, title=f"Loss vs evaluation length ({where})"),
+    show(cache.figure(extrapolation_curves, df, L, title=f"Loss vs evaluation length ({where})"),
          key="find_pos_curves", data=df)
     order = zf.positional_ordering(df, L)
     st.dataframe(order.round(3), hide_index=True, key="find_pos_table")
@@ -94,8 +94,8 @@ elif section == cross and (m := zoo_model("translate")):
     head = c3.selectbox("Head", [-1, *range(m.config.n_heads)], index=1 + best["head"], key="find_tr_head",
                         format_func=lambda h: "mean of heads" if h < 0 else f"head {h}")
     d = cache.translate_example(m, int(index), layer, None if head < 0 else head)
-    show(cross_attention_alignment(d["pattern"], d["src_tokens"], d["tgt_tokens"], d["alignment"],
-                                   title=f"“{d['text']}” → “{d['target']}” (live)"),
+    show(cache.figure(cross_attention_alignment, d["pattern"], d["src_tokens"], d["tgt_tokens"], d["alignment"],
+                      title=f"“{d['text']}” → “{d['target']}” (live)"),
          key="find_tr_heatmap")
     st.markdown(zf.translate_sentence(cards["translate"]))
 
@@ -105,8 +105,8 @@ elif section == pairs:
         contrast = zf.norm_contrast(*(cards[n] for n in zf.NORM_PAIR))
         metric_row(*zf.norm_metrics(contrast))
         curves, bars = zf.norm_frames(cards)
-        side_by_side((compare_curves(curves, title="Training loss (card)"), "find_norm_curves", None, curves),
-                     (layer_grad_norm_bars(bars, title="Gradient norm per block, early steps (card)"),
+        side_by_side((cache.figure(compare_curves, curves, title="Training loss (card)"), "find_norm_curves", None, curves),
+                     (cache.figure(layer_grad_norm_bars, bars, title="Gradient norm per block, early steps (card)"),
                       "find_norm_grads", None, bars))
         st.markdown(zf.norm_sentence(contrast))
     st.markdown(zf.PAIRS_INTRO)
@@ -118,7 +118,7 @@ elif section == everything:
     st.dataframe(summary, hide_index=True, height=36 * (len(summary) + 1), key="find_summary")
     lm = zf.lm_family_frame(cards)
     if len(lm):
-        show(paired_bars(lm["model"], lm["kv_bytes_per_token"], lm["val_loss"],
+        show(cache.figure(paired_bars, lm["model"], lm["kv_bytes_per_token"], lm["val_loss"],
                          left_name="KV cache bytes / token", right_name="validation loss",
                          title="MHA vs GQA vs MQA (card)"), key="find_lm_bars", data=lm)
     st.page_link("app_pages/cost.py", label="Time and memory vs sequence length (O(n²) vs a sliding "

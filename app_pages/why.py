@@ -10,7 +10,7 @@ from tfviz.viz import across_layers_grid, bag_of_words_bars, cross_attention_ali
 from tfviz.viz.longrange import (accuracy_vs_distance, accuracy_vs_length, gradient_vs_distance,
                                  path_length_curves)
 from tfviz.zoo import why_story as story
-from ui import why
+from ui import cache, why
 from ui.figures import show, side_by_side
 from ui.models import zoo_model
 
@@ -51,7 +51,7 @@ c1, c2 = st.columns(2)
 a = c1.text_input("sentence A", "the dog chases the cat", key="why_order_a")
 b = c2.text_input("sentence B (the same words, rearranged)", "the cat chases the dog", key="why_order_b")
 vocab, counts = bag_of_words([a.split(), b.split()])
-show(bag_of_words_bars(vocab, counts, [a, b]), key="why_bow")
+show(cache.figure(bag_of_words_bars, vocab, counts, [a, b]), key="why_bow")
 st.markdown(f"Bag-of-words vectors identical: **{bool((counts[0] == counts[1]).all())}**.")
 tables, diffs, names = {}, {}, {"pos-none": "no positions", "pos-learned": "learned positions"}
 for name, label in names.items():
@@ -63,10 +63,10 @@ for name, label in names.items():
             continue
         st.caption(f"{label}: {explain(tables[label])}")
         if label == "no positions":
-            show(order_positions(diffs[label], toks, list(tables[label]["stage"]),
-                                 forced_equal=tables[label].attrs["forced_equal"]), key="why_order_pos")
+            show(cache.figure(order_positions, diffs[label], toks, list(tables[label]["stage"]),
+                                              forced_equal=tables[label].attrs["forced_equal"]), key="why_order_pos")
 if tables:
-    show(order_bars(tables), key="why_order_bars")
+    show(cache.figure(order_bars, tables), key="why_order_bars")
     st.markdown(story.order_text(tables, diffs))
 
 st.header("3. Reading in order: an RNN's bottleneck and vanishing gradient")
@@ -74,14 +74,14 @@ results = why.results()
 if not results:
     st.warning("The why experiments are not built here: run `python -m tfviz.zoo why`.")
 if (r := results.get("recall")) is not None:
-    side_by_side((accuracy_vs_distance(r["accuracy"]), "why_recall_acc"),
-                 (gradient_vs_distance(r["gradient"]), "why_recall_grad"))
-    show(path_length_curves(r["paths"]), key="why_paths")
+    side_by_side((cache.figure(accuracy_vs_distance, r["accuracy"]), "why_recall_acc"),
+                 (cache.figure(gradient_vs_distance, r["gradient"]), "why_recall_grad"))
+    show(cache.figure(path_length_curves, r["paths"]), key="why_paths")
     st.markdown(story.recall_text(r))
 
 st.header("4. The encoder–decoder bottleneck, and additive attention")
 if (r := results.get("bottleneck")) is not None:
-    show(accuracy_vs_length(r["accuracy"]), key="why_bn_acc")
+    show(cache.figure(accuracy_vs_length, r["accuracy"]), key="why_bn_acc")
     st.markdown(story.bottleneck_text(r))
     c1, c2 = st.columns(2)
     which = c1.radio("model", ["gru-attention", "transformer"], horizontal=True, key="why_bn_model")
@@ -91,8 +91,8 @@ if (r := results.get("bottleneck")) is not None:
         if ex is None:
             st.info(f"Every source of length {length} was in training: pick another length.")
         else:
-            show(cross_attention_alignment(ex["pattern"], ex["src"], ex["tgt"], ex["pairs"],
-                 title=f"{which}: where each output looks (squares: the token it reverses)"),
+            show(cache.figure(cross_attention_alignment, ex["pattern"], ex["src"], ex["tgt"], ex["pairs"],
+                              title=f"{which}: where each output looks (squares: the token it reverses)"),
                  key="why_bn_align")
 
 st.header("5. Attention: a direct path from every token, across layers")
@@ -101,7 +101,7 @@ if lm is not None:
                              "follows the dog .", key="why_layers_text")
     try:
         views, toks = why.layers(lm, sentence)
-        show(across_layers_grid({k: views[k] for k in ("raw", "rollout", "flow")}, toks),
+        show(cache.figure(across_layers_grid, {k: views[k] for k in ("raw", "rollout", "flow")}, toks),
              key="why_layers")
         st.markdown(story.layers_text(views, toks))
     except ValueError as e:

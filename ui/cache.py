@@ -293,6 +293,22 @@ def figure(builder, *args, **kwargs):
     return _figure(f"{builder.__module__}.{builder.__qualname__}", args, kwargs, builder)
 
 
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _figure_for(name: str, key: tuple, kwargs: dict, _args: tuple, _builder):
+    return _builder(*_args, **kwargs)
+
+
+def figure_for(key: tuple, builder, *args, **kwargs):
+    """``figure`` keyed on ``key`` instead of on the arguments: for figures of data that is itself
+    cached on a small key (the compared models' paths and mtimes, the input's ids, a layer and
+    head), where hashing the data on every rerun cost more than the figure saved (a DataFrame or
+    a [layer, head, pos, pos] array: 5-10 ms each, per figure, per session). The builder and the
+    keyword arguments (small plain values: a title, "loss" or "accuracy") are part of the key; ``key``
+    must determine every positional argument: two calls with the same key, builder and keywords get
+    the first call's figure."""
+    return _figure_for(f"{builder.__module__}.{builder.__qualname__}", key, kwargs, args, builder)
+
+
 # ------------------------------------------------------------------------------ no model
 @st.cache_resource(max_entries=32, show_spinner=False)  # a figure, shared read-only (see figure)
 def _rope_rotation(q_pair: tuple, freq: float, n_pos: int, k_pair: tuple, n: int, pair: int,

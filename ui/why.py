@@ -59,20 +59,21 @@ def vectors_view(vectors, labels, key: str, shown=None, groups=None, word=None, 
     from tfviz.viz import analogy_bars, cosine_similarity, embedding_map, one_hot_vs_learned
     from tfviz.zoo.why_story import embeddings_text
 
+    from . import cache
     from .figures import show, side_by_side
 
     shown = list(range(len(labels))) if shown is None else shown
     v, names, n = vectors[shown], [labels[i] for i in shown], min(24, len(shown))
     coords, explained = project_2d(v)
-    side_by_side((embedding_map(coords, names, groups, explained=explained), f"{key}_map"),
-                 (one_hot_vs_learned(v[:n], names[:n]), f"{key}_cos"))
+    side_by_side((cache.figure(embedding_map, coords, names, groups, explained=explained), f"{key}_map"),
+                 (cache.figure(one_hot_vs_learned, v[:n], names[:n]), f"{key}_cos"))
     best = None
     try:
         best = analogy(vectors, labels, *abc) if abc else None
     except ValueError as e:
         st.error(f"Analogy: {e}.")
     if best:
-        show(analogy_bars(best, *abc, expected=expected), key=f"{key}_analogy")
+        show(cache.figure(analogy_bars, best, *abc, expected=expected), key=f"{key}_analogy")
     near = (word, *neighbours(vectors, labels, word, 1)[0]) if word in labels else None
     st.markdown(embeddings_text(v, names, cosine_similarity(v[:n]), one_hot_cosines(n), near,
                                       (*abc, *best[0], expected) if best else None))
