@@ -40,49 +40,53 @@ if w2v is not None:
                f"{w2v.losses[0]:.3f} → {w2v.losses[-1]:.3f} over {len(w2v.losses)} epochs.")
     why.vectors_view(w2v.vectors, w2v.words, "why_w2v", [w2v.index[w] for w in words],
                  [GROUPS.get(w, "word") for w in words], "dog" if builtin else words[0],
-                 abc if len(abc) == 3 and all(abc) else None, "queen" if builtin and abc == defaults else None)
+                 abc if len(abc) == 3 and all(abc) else None, "queen" if builtin and abc == defaults else None,
+                 source=why.word2vec_source(text))
 if (lm := zoo_model("lm")) is not None:
     st.subheader("The same views of a transformer's input embeddings (shipped lm)")
     vectors, labels = why.embeddings(lm)
-    why.vectors_view(vectors, labels, "why_lm", word="dog" if "dog" in labels else labels[0])
+    why.vectors_view(vectors, labels, "why_lm", word="dog" if "dog" in labels else labels[0], source=lm.key)
 
 st.header("2. Word order: a bag of words loses it")
 c1, c2 = st.columns(2)
 a = c1.text_input("sentence A", "the dog chases the cat", key="why_order_a")
 b = c2.text_input("sentence B (the same words, rearranged)", "the cat chases the dog", key="why_order_b")
 vocab, counts = bag_of_words([a.split(), b.split()])
-show(cache.figure(bag_of_words_bars, vocab, counts, [a, b]), key="why_bow")
+show(cache.figure_for((a, b), bag_of_words_bars, vocab, counts, [a, b]), key="why_bow")
 st.markdown(f"Bag-of-words vectors identical: **{bool((counts[0] == counts[1]).all())}**.")
 tables, diffs, names = {}, {}, {"pos-none": "no positions", "pos-learned": "learned positions"}
+order_key = [a, b]  # what the order figures show: the two sentences and each model read
 for name, label in names.items():
     if (m := zoo_model(name)) is not None:
         try:
             tables[label], diffs[label], toks = why.order(m, a, b)
+            order_key.append((label, m.key))
         except ValueError as e:
             st.error(f"{name}: {e}.")
             continue
         st.caption(f"{label}: {explain(tables[label])}")
         if label == "no positions":
-            show(cache.figure(order_positions, diffs[label], toks, list(tables[label]["stage"]),
-                                              forced_equal=tables[label].attrs["forced_equal"]), key="why_order_pos")
+            show(cache.figure_for((m.key, a, b), order_positions, diffs[label], toks,
+                                  list(tables[label]["stage"]), forced_equal=tables[label].attrs["forced_equal"]),
+                 key="why_order_pos")
 if tables:
-    show(cache.figure(order_bars, tables), key="why_order_bars")
+    show(cache.figure_for(tuple(order_key), order_bars, tables), key="why_order_bars")
     st.markdown(story.order_text(tables, diffs))
 
 st.header("3. Reading in order: an RNN's bottleneck and vanishing gradient")
-results = why.results()
+results, results_key = why.results(), why.results_key()
 if not results:
     st.warning("The why experiments are not built here: run `python -m tfviz.zoo why`.")
 if (r := results.get("recall")) is not None:
-    side_by_side((cache.figure(accuracy_vs_distance, r["accuracy"]), "why_recall_acc"),
-                 (cache.figure(gradient_vs_distance, r["gradient"]), "why_recall_grad"))
-    show(cache.figure(path_length_curves, r["paths"]), key="why_paths")
-    st.markdown(story.recall_text(r))
+    side_by_side((cache.figure_for(results_key, accuracy_vs_distance, r["accuracy"]), "why_recall_acc"),
+                 (cache.figure_for(results_key, gradient_vs_distance, r["gradient"]), "why_recall_grad"))
+    show(cache.figure_for(results_key, path_length_curves, r["paths"]), key="why_paths")
+    st.markdown(why.results_text("recall"))
 
 st.header("4. The encoder–decoder bottleneck, and additive attention")
 if (r := results.get("bottleneck")) is not None:
-    show(cache.figure(accuracy_vs_length, r["accuracy"]), key="why_bn_acc")
-    st.markdown(story.bottleneck_text(r))
+    show(cache.figure_for(results_key, accuracy_vs_length, r["accuracy"]), key="why_bn_acc")
+    st.markdown(why.results_text("bottleneck"))
     c1, c2 = st.columns(2)
     which = c1.radio("model", ["gru-attention", "transformer"], horizontal=True, key="why_bn_model")
     length = c2.slider("source length (fresh, never trained on)", 2, 16, 8, key="why_bn_len")
@@ -91,8 +95,9 @@ if (r := results.get("bottleneck")) is not None:
         if ex is None:
             st.info(f"Every source of length {length} was in training: pick another length.")
         else:
-            show(cache.figure(cross_attention_alignment, ex["pattern"], ex["src"], ex["tgt"], ex["pairs"],
-                              title=f"{which}: where each output looks (squares: the token it reverses)"),
+            show(cache.figure_for((m.key, length), cross_attention_alignment, ex["pattern"], ex["src"],
+                                  ex["tgt"], ex["pairs"],
+                                  title=f"{which}: where each output looks (squares: the token it reverses)"),
                  key="why_bn_align")
 
 st.header("5. Attention: a direct path from every token, across layers")
@@ -101,7 +106,8 @@ if lm is not None:
                              "follows the dog .", key="why_layers_text")
     try:
         views, toks = why.layers(lm, sentence)
-        show(cache.figure(across_layers_grid, {k: views[k] for k in ("raw", "rollout", "flow")}, toks),
+        show(cache.figure_for((lm.key, sentence), across_layers_grid,
+                              {k: views[k] for k in ("raw", "rollout", "flow")}, toks),
              key="why_layers")
         st.markdown(story.layers_text(views, toks))
     except ValueError as e:

@@ -27,6 +27,11 @@ def _digest(text: str | None) -> str:
     return "builtin" if text is None else hashlib.sha256(text.encode()).hexdigest()
 
 
+def word2vec_source(text: str | None) -> tuple:
+    """What identifies a word2vec trained on ``text`` for the server's figure cache."""
+    return ("word2vec", _digest(text))
+
+
 def word2vec_trained(text: str | None):
     """The word2vec already trained on ``text`` (None: the built-in corpus) by any session, or None."""
     store, lock = _w2v_store()
@@ -51,10 +56,13 @@ def word2vec(text: str | None):
     return w2v
 
 
-def vectors_view(vectors, labels, key: str, shown=None, groups=None, word=None, abc=None, expected=None):
+def vectors_view(vectors, labels, key: str, shown=None, groups=None, word=None, abc=None, expected=None,
+                 source=None):
     """Word vectors (word2vec's or a transformer's) on the page: the 2-D map and one-hot vs learned
     cosines of the ``shown`` rows; ``word``'s nearest neighbour and the analogy ``abc`` over every
-    word; the sentence quoting them (``why_story.embeddings_text``)."""
+    word; the sentence quoting them (``why_story.embeddings_text``). ``source``: what determines
+    ``vectors`` and ``labels`` (a model's key, a word2vec text's digest): the figures are then
+    shared by the server on it (``cache.figure_for``) instead of on the vectors' hash."""
     from tfviz.analysis.word2vec import analogy, neighbours, one_hot_cosines, project_2d
     from tfviz.viz import analogy_bars, cosine_similarity, embedding_map, one_hot_vs_learned
     from tfviz.zoo.why_story import embeddings_text
@@ -64,9 +72,15 @@ def vectors_view(vectors, labels, key: str, shown=None, groups=None, word=None, 
 
     shown = list(range(len(labels))) if shown is None else shown
     v, names, n = vectors[shown], [labels[i] for i in shown], min(24, len(shown))
-    coords, explained = project_2d(v)
-    side_by_side((cache.figure(embedding_map, coords, names, groups, explained=explained), f"{key}_map"),
-                 (cache.figure(one_hot_vs_learned, v[:n], names[:n]), f"{key}_cos"))
+    coords, explained = project_2d(v) if source is None else _projection(source, tuple(shown), v)
+    def fig(builder, *args, **kwargs):
+        if source is None:
+            return cache.figure(builder, *args, **kwargs)
+        return cache.figure_for((source, tuple(shown), None if groups is None else tuple(groups)),
+                                builder, *args, **kwargs)
+
+    side_by_side((fig(embedding_map, coords, names, groups, explained=tuple(explained)), f"{key}_map"),
+                 (fig(one_hot_vs_learned, v[:n], names[:n]), f"{key}_cos"))
     best = None
     try:
         best = analogy(vectors, labels, *abc) if abc else None
@@ -79,6 +93,13 @@ def vectors_view(vectors, labels, key: str, shown=None, groups=None, word=None, 
                                       (*abc, *best[0], expected) if best else None))
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def _projection(source: tuple, shown: tuple, _v):
+    from tfviz.analysis.word2vec import project_2d
+
+    return project_2d(_v)  # an SVD of the shown vectors: 0.07 s for the lm's, per visit before
+
+
 # ------------------------------------------------------------------------------ why experiments
 def why_folder() -> Path:
     from tfviz.zoo.why import why_dir
@@ -86,17 +107,37 @@ def why_folder() -> Path:
     return why_dir()
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
+@st.cache_resource(max_entries=4, show_spinner=False)  # read-only: shared, not copied per rerun
 def _results(path: str, mtime: int) -> dict:
     from tfviz.zoo.why_story import read_results
 
     return read_results(Path(path).parent)
 
 
-def results() -> dict:
-    """The why experiments' measured frames (checkpoints/why/why.json), {} when not built."""
+def results_key() -> tuple | None:
+    """(path, mtime) of checkpoints/why/why.json, None when not built: what ``results`` is."""
     path = why_folder() / "why.json"
-    return _results(str(path), path.stat().st_mtime_ns) if path.is_file() else {}
+    return (str(path), path.stat().st_mtime_ns) if path.is_file() else None
+
+
+def results() -> dict:
+    """The why experiments' measured frames (checkpoints/why/why.json), {} when not built; shared by
+    the server (read-only)."""
+    return _results(*key) if (key := results_key()) is not None else {}
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _results_text(path: str, mtime: int, name: str) -> str:
+    from tfviz.zoo import why_story as story
+
+    text = {"recall": story.recall_text, "bottleneck": story.bottleneck_text}[name]
+    return text(_results(path, mtime)[name])
+
+
+def results_text(name: str) -> str:
+    """The sentence quoting experiment ``name`` ("recall", "bottleneck"; ``why_story``), written
+    once per server for the measured frames (0.05 s of pandas each, per visit before)."""
+    return _results_text(*results_key(), name)
 
 
 def why_model(file: str):
