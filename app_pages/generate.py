@@ -71,9 +71,9 @@ def attention_view() -> None:
     name = hook_name(layer, f"{'cross_attn' if kind == 'cross' else 'attn'}.hook_pattern",
                      "decoder" if cfg.arch == "encoder-decoder" else "")
     if kind == "self":
-        fig = viz.generation_attention(gen.rows(name), tokens, head=h, q_positions=gen.q_positions,
-                                       title=f"Each new token's attention over the past — layer {layer}")
-        data = viz.generation_frame(gen.rows(name), tokens, head=h, q_positions=gen.q_positions)
+        fig = cache.figure(viz.generation_attention, gen.rows(name), tokens, head=h, q_positions=gen.q_positions,
+                           title=f"Each new token's attention over the past — layer {layer}")
+        data = lambda: viz.generation_frame(gen.rows(name), tokens, head=h, q_positions=gen.q_positions)  # noqa: E731
     else:
         fig = viz.cross_attention_alignment(
             gen.matrix(name, h), tok.tokens_of(gen.src_ids), [tokens[p] for p in gen.q_positions],
@@ -91,9 +91,9 @@ st.metric("KV cache now", f"{gen.cache_nbytes[-1]:,} bytes",
           help=f"{len(positions)} steps, {positions[-1]} cached positions, "
                f"{cfg.n_kv_heads} K/V head(s) per layer")
 formula = [kv_cache_bytes(cfg.n_layers, cfg.n_kv_heads, cfg.d_head, p) for p in positions]
-show(viz.kv_cache_growth(positions, gen.cache_nbytes, formula,
-                         title=f"KV cache size ({cfg.n_layers} layers × {cfg.n_kv_heads} K/V heads × "
-                               f"d_head {cfg.d_head}, float32)"), "gen_cache", filename="kv-cache")
+show(cache.figure(viz.kv_cache_growth, positions, gen.cache_nbytes, formula,
+                  title=f"KV cache size ({cfg.n_layers} layers × {cfg.n_kv_heads} K/V heads × "
+                        f"d_head {cfg.d_head}, float32)"), "gen_cache", filename="kv-cache")
 with st.expander("Step by step: chosen token and the model's top alternatives"):
     st.dataframe(pd.DataFrame({
         "step": range(len(gen.probs)), "token": tokens[gen.n_prompt:],
