@@ -44,12 +44,14 @@ def sinusoidal() -> None:
     if uses:
         st.success(f"{name} adds exactly this table (its d_model is {cfg.d_model}).")
     st.latex(ap.SINUSOIDAL_LATEX)
-    show(pe_matrix(table, title=f"Sinusoidal table: {n} positions × d_model {d}"), key="pos_sin_matrix")
+    show(cache.figure(pe_matrix, table, title=f"Sinusoidal table: {n} positions × d_model {d}"),
+         key="pos_sin_matrix")
     dims = st.multiselect("Dimensions to plot", list(range(d)), default=default_dims(d), key="pos_sin_dims")
-    show(pe_waves(table, dims, title="One wave per dimension: fast on the left, slow on the right"),
+    show(cache.figure(pe_waves, table, dims,
+                      title="One wave per dimension: fast on the left, slow on the right"),
          key="pos_sin_waves")
-    side_by_side((position_similarity(table), "pos_sin_sim"),
-                 (similarity_vs_distance({"sinusoidal": table}), "pos_sin_dist"))
+    side_by_side((cache.figure(position_similarity, table), "pos_sin_sim"),
+                 (cache.figure(similarity_vs_distance, {"sinusoidal": table}), "pos_sin_dist"))
 
 
 def learned() -> None:
@@ -60,17 +62,20 @@ def learned() -> None:
         n = st.slider("positions shown", 16, len(table), LEARNED_SHOWN, step=16, key="pos_learned_n")
         st.caption(ap.rows_shown_note(n, len(table)))
         table = table[:n]
-    show(pe_matrix(table, title=f"Learned position table of {name} ({stack or 'model'})"),
+    show(cache.figure(pe_matrix, table, title=f"Learned position table of {name} ({stack or 'model'})"),
          key="pos_learned_matrix")
-    side_by_side((position_similarity(table, title="Cosine similarity between learned positions"),
+    side_by_side((cache.figure(position_similarity, table,
+                               title="Cosine similarity between learned positions"),
                   "pos_learned_sim"),
-                 (similarity_vs_distance({"learned": table, "sinusoidal (same size)": ap.sinusoidal_like(table)}),
+                 (cache.figure(similarity_vs_distance,
+                               {"learned": table, "sinusoidal (same size)": ap.sinusoidal_like(table)}),
                   "pos_learned_dist"))
     st.caption(ap.learned_limit_note(cfg.max_len))
     types = ap.token_type_table(lm.model)
     if types is not None:  # BERT: a segment vector is added too
         st.subheader("Token types (segments)")
-        show(pe_matrix(types, title=f"Token-type table of {name}: {len(types)} rows × d_model {cfg.d_model}"),
+        show(cache.figure(pe_matrix, types,
+                          title=f"Token-type table of {name}: {len(types)} rows × d_model {cfg.d_model}"),
              key="pos_token_types")
         st.caption(ap.TOKEN_TYPES_NOTE)
 
@@ -116,12 +121,13 @@ def bias() -> None:
     if not uses:
         st.info(ap.formula_note(section, cfg.n_heads if cfg else 4, name))
     if section == "ALiBi":
-        show(alibi_bias(t["alibi_bias"].numpy(), t["alibi_slopes"].numpy()), key="pos_alibi")
+        show(cache.figure(alibi_bias, t["alibi_bias"].numpy(), t["alibi_slopes"].numpy()), key="pos_alibi")
         st.caption("Score bias −m·|i − j|: steep heads look nearby, gentle heads far away.")
     else:
-        show(t5_buckets(t["t5_buckets"].numpy()), key="pos_t5_buckets")
+        show(cache.figure(t5_buckets, t["t5_buckets"].numpy()), key="pos_t5_buckets")
         if uses:
-            show(t5_bias(t["t5_bias"].numpy(), title=f"T5 learned bias of {name}"), key="pos_t5_bias")
+            show(cache.figure(t5_bias, t["t5_bias"].numpy(), title=f"T5 learned bias of {name}"),
+                 key="pos_t5_bias")
 
 
 {"Sinusoidal": sinusoidal, "Learned": learned, "RoPE": rope, "ALiBi": bias, "T5": bias}[section]()
