@@ -4,7 +4,7 @@ MHA / GQA / MQA read from real cache tensors; generation with and without the ca
 import streamlit as st
 
 from tfviz.bench import live
-from tfviz.bench.attention import LABELS, analytic_frame, label, ratio_table
+from tfviz.bench.attention import LABELS, analytic_frame, label
 from tfviz.device import cpu_count
 from tfviz.viz import cost_figure, kv_cache_figure, speed_figure
 from ui import bench, cache
@@ -74,7 +74,7 @@ if df is not None:
     st.caption(f"Solid: measured ({clock[2]}; peak memory the call allocated). Dashed: analytic "
                "— memory from the formula as is; time = FLOPs at the variant's own measured speed "
                "(only the slope is predicted). Log-log: slope 2 = O(n²), slope 1 = O(n·w).")
-    ratios = ratio_table(df, pass_shown, time_col=clock[0])
+    ratios, windows = bench.summaries(df, pass_shown, clock[0])
     st.dataframe(ratios, hide_index=True, key="cost_ratios", column_config={
         **{k: st.column_config.NumberColumn(name, format="%.2f×") for k, name in (
             ("time", f"{clock[1]} (measured)"), ("flops", "FLOPs (analytic)"),
@@ -82,7 +82,7 @@ if df is not None:
     skipped = df[(df["pass"] == pass_shown) & (df["skipped"].astype(str) != "")]
     for _, r in skipped.drop_duplicates(["n", "variant"]).iterrows():
         st.caption(f"n = {r['n']}, {label(r['variant'])}: {r['skipped']}")
-    st.markdown(live.honest_windows(df, pass_shown, clock[0]))
+    st.markdown(windows)
 else:
     frame = analytic_frame(settings.ns, window, live.HEADS, live.D_HEAD, live.BATCH, passes=(pass_,),
                            device=dev)
@@ -103,14 +103,14 @@ if result:
                 "**untrained** decoders of the three kinds (the cache size does not depend on "
                 "the weights): ") + models + ". Bytes read from `cache.nbytes` while stepping each "
             "model one token at a time (on the CPU).")
-    show(kv_cache_figure(sizes), key="cost_kv", data=sizes, filename="kv-cache")
+    show(cache.figure(kv_cache_figure, sizes), key="cost_kv", data=sizes, filename="kv-cache")
     last = sizes.sort_values("pos").groupby("kind", sort=False).tail(1)
     st.dataframe(last.assign(equal=last["measured_bytes"] == last["analytic_bytes"])[
         ["kind", "model", "n_layers", "n_heads", "n_kv_heads", "d_head", "pos", "measured_bytes",
          "analytic_bytes", "equal"]], hide_index=True, key="cost_kv_table",
         column_config={"measured_bytes": "cache.nbytes",
                        "analytic_bytes": "2·L·n_kv·d_head·pos·B·bytes"})
-    show(speed_figure(speed), key="cost_speed", data=speed, filename="generation-speed")
+    show(cache.figure(speed_figure, speed), key="cost_speed", data=speed, filename="generation-speed")
     st.caption("Without the cache every new token re-runs the whole sequence; with it, one token "
                "per step. On models this small, fixed per-step overheads hide part of the gap; it "
                "grows with the model and the sequence.")
