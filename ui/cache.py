@@ -293,7 +293,9 @@ def figure(builder, *args, **kwargs):
     return _figure(f"{builder.__module__}.{builder.__qualname__}", args, kwargs, builder)
 
 
-@st.cache_resource(max_entries=256, show_spinner=False)
+# At most 128: its largest figures are Compare's every-head grids (12 x 12 heads of 64 tokens:
+# ~5 MB each), one per model, input and selected head.
+@st.cache_resource(max_entries=128, show_spinner=False)
 def _figure_for(name: str, key: tuple, kwargs: dict, _args: tuple, _builder):
     return _builder(*_args, **kwargs)
 
