@@ -41,7 +41,7 @@ if w2v is not None:
     why.vectors_view(w2v.vectors, w2v.words, "why_w2v", [w2v.index[w] for w in words],
                  [GROUPS.get(w, "word") for w in words], "dog" if builtin else words[0],
                  abc if len(abc) == 3 and all(abc) else None, "queen" if builtin and abc == defaults else None,
-                 source=why.word2vec_source(text))
+                 source=why.word2vec_source(text, w2v))
 if (lm := zoo_model("lm")) is not None:
     st.subheader("The same views of a transformer's input embeddings (shipped lm)")
     vectors, labels = why.embeddings(lm)

@@ -27,9 +27,10 @@ def _digest(text: str | None) -> str:
     return "builtin" if text is None else hashlib.sha256(text.encode()).hexdigest()
 
 
-def word2vec_source(text: str | None) -> tuple:
-    """What identifies a word2vec trained on ``text`` for the server's figure cache."""
-    return ("word2vec", _digest(text))
+def word2vec_source(text: str | None, w2v) -> tuple:
+    """What identifies ``w2v``, trained on ``text``, for the server's figure cache: the text's digest
+    and its final loss (a model retrained after it left the store is a new one)."""
+    return ("word2vec", _digest(text), float(w2v.losses[-1]))
 
 
 def word2vec_trained(text: str | None):
