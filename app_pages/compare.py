@@ -13,13 +13,39 @@ from ui import compare as uc
 from ui.figures import show
 from ui.inputs import model_input
 from ui.models import available_models
-from ui.picker import current_model
+from ui.picker import current_model, missing_view
 from ui.widgets import choice, column_pairs, or_stop
 
 st.title("Compare")
 current = current_model(required=False)
 side, pair = st.tabs(["Side by side", "Train a pair"])
 refs = {r.path: r for r in available_models()}
+
+
+def attention_panels(named: dict, ids: list, tokens: list, task) -> None:
+    """The same layer/head of every model with heads, their every-head grids and head roles."""
+    names, models_key = list(named), uc.key(named)
+    st.subheader("Attention on the same input")
+    pats = or_stop(lambda: uc.patterns(named, ids))
+    l_col, h_col = st.columns(2)
+    layer = choice(l_col, "Layer", range(min(p.shape[0] for p in pats.values())), "cmp_layer")
+    head = choice(h_col, "Head", range(min(p.shape[1] for p in pats.values())), "cmp_head")
+    for col, n in zip(column_pairs(len(names)), names):
+        with col:
+            show(cache.figure_for((models_key, tuple(ids), n, layer, head), viz.head_heatmap,
+                                  pats[n][layer, head], tokens, title=f"{n}: L{layer} H{head}"),
+                 f"cmp_head_{n}", data=lambda p=pats[n][layer, head]: viz.pattern_frame(p, tokens, tokens))
+    for col, n in zip(column_pairs(len(names)), names):
+        with col:
+            show(cache.figure_for((models_key, tuple(ids), n, layer, head), viz.heads_grid, pats[n],
+                                  tokens, tokens, selected=(layer, head), title=f"{n}: every head"),
+                 f"cmp_grid_{n}", data=lambda p=pats[n]: viz.pattern_frame(p, tokens, tokens))
+
+    st.subheader("Head roles (orange: the models differ)")
+    wide, long = uc.roles(named, task)
+    show(cache.figure_for((models_key, task is not None), viz.head_role_grid, wide, names), "cmp_roles",
+         data=long)
+    st.dataframe(uc.differs_style(wide), hide_index=True)
 
 
 with pair:
@@ -66,27 +92,16 @@ with side:
                               title="Gradient norm per block, mean over training"), "cmp_grad_bars", data=bars)
         show(cache.figure_for(models_key, viz.grad_norm_heatmap, grads), "cmp_grads", data=every)
 
-    st.subheader("Attention on the same input")
-    pats = or_stop(lambda: uc.patterns(named, ids))
-    l_col, h_col = st.columns(2)
-    layer = choice(l_col, "Layer", range(min(p.shape[0] for p in pats.values())), "cmp_layer")
-    head = choice(h_col, "Head", range(min(p.shape[1] for p in pats.values())), "cmp_head")
-    for col, n in zip(column_pairs(len(names)), names):
-        with col:
-            show(cache.figure_for((models_key, tuple(ids), n, layer, head), viz.head_heatmap,
-                                  pats[n][layer, head], tokens, title=f"{n}: L{layer} H{head}"),
-                 f"cmp_head_{n}", data=lambda p=pats[n][layer, head]: viz.pattern_frame(p, tokens, tokens))
-    for col, n in zip(column_pairs(len(names)), names):
-        with col:
-            show(cache.figure_for((models_key, tuple(ids), n, layer, head), viz.heads_grid, pats[n],
-                                  tokens, tokens, selected=(layer, head), title=f"{n}: every head"),
-                 f"cmp_grid_{n}", data=lambda p=pats[n]: viz.pattern_frame(p, tokens, tokens))
-
-    st.subheader("Head roles (orange: the models differ)")
-    wide, long = uc.roles(named, task)
-    show(cache.figure_for((models_key, task is not None), viz.head_role_grid, wide, names), "cmp_roles",
-         data=long)
-    st.dataframe(uc.differs_style(wide), hide_index=True)
+    # a recurrent network (the Train page's RNN / LSTM / GRU) has no heads: it joins the curves,
+    # the per-position and per-length losses and the cost, not the attention panels
+    attending = {n: lm for n, lm in named.items() if missing_view(lm, "self_attention") is None}
+    for n in named:
+        if n not in attending:
+            why = missing_view(named[n], "self_attention")
+            st.info(f"**{n}**: {why[0].upper()}{why[1:]}. It is left out of the attention and "
+                    "head-role panels and compared in the others.")
+    if attending:
+        attention_panels(attending, ids, tokens, task)
 
     st.subheader("Loss and accuracy per position" + ("" if task else " (on the input above)"))
     pos = uc.positions(named, task, ids)
@@ -109,5 +124,6 @@ with side:
     st.subheader("Cost")
     st.dataframe(uc.cost(named, ids), hide_index=True)
     st.caption("KV cache: bytes the self-attention keys and values take for this input (float32, "
-               "batch 1). Step time: one forward + backward on this input, measured now on this "
+               "batch 1); for a recurrent network, its hidden (and LSTM cell) state, the same at any "
+               "length. Step time: one forward + backward on this input, measured now on this "
                "server (median of 3; other sessions' load counts).")

@@ -196,3 +196,20 @@ def test_suggest_family_then_same_task_then_the_norm_pair():
     assert suggest(cards, "rope") == ["sin", "learned", "rope", "alibi"]
     assert suggest(cards, "mine")[:1] == ["mine"] and "other" not in suggest(cards, "mine")
     assert suggest(cards, "coref") == ["pre", "post"] == suggest(cards, None)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
+def test_cost_frame_recurrent_state_bytes_equal_a_real_cache(cell):
+    """A recurrent network carries its state instead of a KV cache: the table's bytes are those of
+    the real cache after a forward, the same at 4 and at 40 positions (0 per token, no heads)."""
+    from tfviz.model.recurrent import RecurrentConfig, RecurrentModel
+
+    torch.manual_seed(0)
+    model = RecurrentModel(RecurrentConfig(vocab_size=20, d_model=8, d_hidden=12, n_layers=2, cell=cell))
+    row = cost_frame({"r": model}, pos=40).set_index("model").loc["r"]
+    for n in (4, 40):
+        cache = model.new_cache()
+        with torch.no_grad():
+            model(torch.randint(1, 20, (1, n)), cache=cache)
+        assert row["kv_bytes"] == cache.nbytes
+    assert row["kv_bytes_per_token"] == 0 and row["heads"] == 0 and row["layers"] == 2

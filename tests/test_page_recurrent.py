@@ -39,3 +39,35 @@ def test_a_recurrent_model_on_every_page(recurrent, page, monkeypatch) -> None:
     assert not problems(at), problems(at)
     if page in NEEDS:
         assert any(NEEDS[page] in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_compare_an_lstm_with_a_transformer(tmp_path, monkeypatch) -> None:
+    """Compare with a recurrent model: it is named as left out of the attention panels and joins
+    the curves, the per-position and per-length losses and the cost table."""
+    import json
+
+    for name in ("recall-lstm", "recall-transformer"):
+        for suffix in (".safetensors", ".json"):
+            shutil.copy(WHY / f"{name}{suffix}", tmp_path)
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["model_path"] = str(tmp_path / "recall-lstm.safetensors")
+    at.run()
+    at.switch_page("app_pages/compare.py").run()
+    models = next(m for m in at.multiselect if m.key == "cmp_models")
+    models.set_value([str(tmp_path / f"{n}.safetensors") for n in ("recall-lstm", "recall-transformer")]).run()
+    assert not problems(at), problems(at)
+    assert any("recall-lstm" in i.value and "no self-attention" in i.value for i in at.info)
+    titles = {}
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        titles[spec["layout"]["title"]["text"]] = {t.get("name") for t in spec["data"]}
+    assert titles["Loss per position"] == {"recall-lstm", "recall-transformer"}
+    assert "recall-transformer: every head" in titles and not any(t.startswith("recall-lstm:") for t in titles
+                                                                   if "L0" in t or "every head" in t)
+    cost = next(d.value for d in at.dataframe if "kv_bytes" in d.value.columns).set_index("model")
+    assert cost.loc["recall-lstm", "heads"] == 0 and cost.loc["recall-lstm", "kv_bytes_per_token"] == 0
+    at.button(key="cmp_lengths_run").click().run()
+    assert not problems(at), problems(at)
+    spec = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    assert {t.get("name") for t in spec["data"]} >= {"recall-lstm", "recall-transformer"}

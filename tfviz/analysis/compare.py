@@ -26,7 +26,7 @@ import torch
 
 from ..recording import record
 from ..tasks.base import IGNORE, Batch, collate
-from .cost import kv_cache_bytes
+from .cost import kv_cache_bytes, recurrent_state_bytes
 from .gradients import layer_of
 from .heads import score_model
 from .positional import extrapolation_table, is_positional_family, same_task
@@ -322,11 +322,17 @@ def input_cap(configs: Sequence, most: int = 64) -> int:
 def cost_frame(models: Mapping[str, object], pos: int | None = None) -> pd.DataFrame:
     """model, parameters, layers, heads, kv_heads, d_model, kv_bytes_per_token (float32, batch 1:
     ``analysis.cost.kv_cache_bytes``), kv_bytes (at ``pos`` positions, default the model's
-    max_len), pos."""
+    max_len), pos. A recurrent network (no heads: 0) carries its state instead of a KV cache:
+    kv_bytes = ``analysis.cost.recurrent_state_bytes``, the same at any length (per token 0)."""
     rows = []
     for name, model in models.items():
         c = model.config
         n = pos or c.max_len
+        if getattr(c, "cell", None) is not None:  # a RecurrentConfig
+            state = recurrent_state_bytes(c.n_layers, c.d_hidden, c.cell)
+            rows.append((name, sum(p.numel() for p in model.parameters()), c.n_layers, 0, 0,
+                         c.d_model, 0, state, n))
+            continue
         # generation caches the (decoder's) self-attention keys and values; an encoder has none
         per_token = 0 if c.arch == "encoder" else kv_cache_bytes(c.n_layers, c.n_kv_heads, c.d_head, 1)
         rows.append((name, sum(p.numel() for p in model.parameters()), c.n_layers, c.n_heads,

@@ -107,6 +107,14 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, pos: int, batch:
     return 2 * n_layers * n_kv_heads * d_head * pos * batch * dtype_bytes
 
 
+def recurrent_state_bytes(n_layers: int, d_hidden: int, cell: str, batch: int = 1,
+                          dtype_bytes: int = 4) -> int:
+    """What a recurrent decoder carries between generation steps instead of a KV cache: each
+    layer's hidden state h (and an LSTM's cell state c), L · d_hidden · (2 for an LSTM) · B · b
+    bytes — the same at any length, where ``kv_cache_bytes`` grows with every position."""
+    return n_layers * d_hidden * (2 if cell == "lstm" else 1) * batch * dtype_bytes
+
+
 ALLOCATOR_MARGIN = 1.15  # the peak of real steps ran up to 15% over the live tensors (docstring below)
 
 

@@ -289,7 +289,7 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
     task's ``split`` examples are packed into sequences of exactly L tokens (``packed_batch``)
     and the loss is averaged over the task's target positions. A model whose scheme cannot run
     that far (learned positions past ``max_len``) gets loss NaN and a ``note`` (``not_possible``). Returns one row per
-    (model, length): model, scheme, length, loss, tokens (target tokens scored), note, accuracy
+    (model, length): model, scheme (a recurrent model's cell), length, loss, tokens (target tokens scored), note, accuracy
     (share of target tokens predicted right).
     The caller holds each model's lock (shared models)."""
     lengths = sorted({int(n) for n in lengths})
@@ -302,15 +302,16 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
             raise ValueError(f"{name}: extrapolation is measured on single-stack models "
                              "(decoder or encoder), not encoder-decoder")
         task = ckpt.shared_task()
+        scheme = getattr(cfg, "cell", None) or cfg.pos  # a recurrent network knows order by reading
         for length in lengths:
             if cfg.max_positions is not None and length > cfg.max_positions:
-                rows.append((name, cfg.pos, length, math.nan, 0, not_possible(cfg), math.nan))
+                rows.append((name, scheme, length, math.nan, 0, not_possible(cfg), math.nan))
                 continue
             tokens, targets = packed_batch(task, length, n_tokens, split)
             if int(tokens.max()) >= cfg.vocab_size:
                 raise ValueError(f"{name}: its task's tokens do not fit its vocabulary")
             loss, accuracy, count = sequence_metrics(ckpt.model, tokens, targets)
-            rows.append((name, cfg.pos, length, loss, count,
+            rows.append((name, scheme, length, loss, count,
                          "" if count else "no target positions at this length", accuracy))
     return pd.DataFrame(rows, columns=["model", "scheme", "length", "loss", "tokens", "note",
                                        "accuracy"])
