@@ -116,3 +116,14 @@ def my_jobs(at: AppTest) -> list:
     from ui.jobs import job_manager
 
     return job_manager().jobs(owner=at.session_state["sid"])
+
+
+def stop_all(*sessions: AppTest, wait_s: float = 60) -> None:
+    """Stop every training job of these AppTest sessions and wait for each to end."""
+    from ui.jobs import job_manager
+
+    for at in sessions:
+        for job in my_jobs(at):
+            job_manager().stop(job.id)
+        for job in my_jobs(at):
+            job.wait(wait_s)

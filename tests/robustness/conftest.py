@@ -3,6 +3,7 @@
 - ``classroom``: a private TFVIZ_CHECKPOINT_DIR holding copies of two tiny models, so uploads,
   trained models and published models of these tests never show up in other tests' pickers.
 - ``app(page, model=…)``: ``apptest_helpers.open_page`` (app.py switched to ``app_pages/<page>.py``).
+- ``train``: the Train page on the copy task; every job of the session stopped afterwards.
 Helpers (problems, messages, session_files, hostile files) live in robust_helpers.py.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from apptest_helpers import open_page
+from apptest_helpers import open_page, stop_all
 
 
 @pytest.fixture
@@ -31,3 +32,13 @@ def classroom(tiny_zoo, tmp_path, monkeypatch) -> dict[str, Path]:
 def app():
     """``apptest_helpers.open_page``: one way to open a page in every test."""
     return open_page
+
+
+@pytest.fixture
+def train(app, classroom):
+    """The Train page on the copy task; every job of the session stopped afterwards."""
+    at = app("train")
+    if at.selectbox(key="train_task").value != "copy":
+        at.selectbox(key="train_task").select("copy").run()
+    yield at
+    stop_all(at)

@@ -133,3 +133,15 @@ def hostile_files(good: bytes, canary: Path) -> dict[str, tuple[str, bytes, str]
         "tokenizer-vocab-mismatch": ("tok.safetensors", edit_header(good, bigger_tok),
                                      r"tokenizer has \d+ tokens but the model's vocab_size is \d+"),
     }
+
+
+def start(at, **values) -> None:
+    """Press Start on the Train page (AppTest) with these form values (keys without the "train_"
+    prefix; 6 steps and 1 warmup step unless given); the page must show no exception."""
+    from apptest_helpers import problems
+
+    values = {"steps": 6, "warmup": 1, **values}
+    for key, v in values.items():
+        at.number_input(key=f"train_{key}").set_value(v)
+    at.button(key="train_start").click().run()
+    assert not problems(at), problems(at)

@@ -14,39 +14,10 @@ from pathlib import Path
 
 import pytest
 from apptest_helpers import messages, my_jobs, poll, problems
-from robust_helpers import edit_header, edit_meta, header_of, session_files
+from robust_helpers import edit_header, edit_meta, header_of, session_files, start
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 120
-
-
-
-def stop_all(*sessions) -> None:
-    from ui.jobs import job_manager
-
-    for at in sessions:
-        for job in my_jobs(at):
-            job_manager().stop(job.id)
-        for job in my_jobs(at):
-            job.wait(60)
-
-
-@pytest.fixture
-def train(app, classroom):
-    """The Train page on the copy task; every job of the session stopped afterwards."""
-    at = app("train")
-    if at.selectbox(key="train_task").value != "copy":
-        at.selectbox(key="train_task").select("copy").run()
-    yield at
-    stop_all(at)
-
-
-def start(at, **values):
-    values = {"steps": 6, "warmup": 1, **values}
-    for key, v in values.items():
-        at.number_input(key=f"train_{key}").set_value(v)
-    at.button(key="train_start").click().run()
-    assert not problems(at), problems(at)
 
 
 def refused_on_start(at) -> str:

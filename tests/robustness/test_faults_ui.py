@@ -11,35 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 from apptest_helpers import messages, my_jobs, poll, problems
+from robust_helpers import start
 
 from tfviz.train import loop
 import ui.models as models
-
-
-
-
-@pytest.fixture
-def train(app, classroom):
-    """The Train page on the copy task, tiny runs; every job of the session stopped afterwards."""
-    at = app("train")
-    if at.selectbox(key="train_task").value != "copy":
-        at.selectbox(key="train_task").select("copy").run()
-    yield at
-    from ui.jobs import job_manager
-
-    for job in my_jobs(at):
-        job_manager().stop(job.id)
-    for job in my_jobs(at):
-        job.wait(30)
-
-
-def start(at, steps=6, **values):
-    at.number_input(key="train_steps").set_value(steps)
-    at.number_input(key="train_warmup").set_value(1)
-    for key, v in values.items():
-        at.number_input(key=f"train_{key}").set_value(v)
-    at.button(key="train_start").click().run()
-    assert not problems(at), problems(at)
 
 
 # ------------------------------------------------------------------------------ models
