@@ -39,25 +39,23 @@ def pair(tmp_path_factory):
     return out
 
 
+def one_step_checkpoint(task, path):
+    """A 1-layer decoder on ``task`` trained one step, saved at ``path`` and loaded back."""
+    cfg = model_config_for(task, arch="decoder", pos="rope", n_layers=1, n_heads=2, d_model=16)
+    train(new_model(cfg, 0), task, TrainConfig(steps=1, batch_size=4, warmup=0, eval_every=0,
+                                               eval_examples=4, snapshot_every=0,
+                                               checkpoint_every=0, device="cpu"),
+          checkpoint=path)
+    return load_checkpoint(path.with_name(path.name + ".safetensors"))
+
+
 def test_common_basis_is_the_task_or_the_tokenizer_else_a_message(pair, tmp_path):
     a, b = pair["pre"], pair["post"]
     basis = common_basis([("a", a), ("b", b)])
     assert basis.kind == "task" and basis.task["name"] == "lm" and "task lm" in basis.sentence()
-    other = make_task({**LM, "block": 8})  # another task spec, the same corpus and tokenizer
-    cfg = model_config_for(other, arch="decoder", pos="rope", n_layers=1, n_heads=2, d_model=16)
-    train(new_model(cfg, 0), other, TrainConfig(steps=1, batch_size=4, warmup=0, eval_every=0,
-                                                eval_examples=4, snapshot_every=0,
-                                                checkpoint_every=0, device="cpu"),
-          checkpoint=tmp_path / "c")
-    c = load_checkpoint(tmp_path / "c.safetensors")
-    assert common_basis([("a", a), ("c", c)]).kind == "tokenizer"
-    coref = make_task({"name": "coref", "seed": 0})
-    cfg = model_config_for(coref, arch="decoder", pos="rope", n_layers=1, n_heads=2, d_model=16)
-    train(new_model(cfg, 0), coref, TrainConfig(steps=1, batch_size=4, warmup=0, eval_every=0,
-                                                eval_examples=4, snapshot_every=0,
-                                                checkpoint_every=0, device="cpu"),
-          checkpoint=tmp_path / "d")
-    d = load_checkpoint(tmp_path / "d.safetensors")
+    c = one_step_checkpoint(make_task({**LM, "block": 8}), tmp_path / "c")  # another task spec,
+    assert common_basis([("a", a), ("c", c)]).kind == "tokenizer"      # same corpus and tokenizer
+    d = one_step_checkpoint(make_task({"name": "coref", "seed": 0}), tmp_path / "d")
     with pytest.raises(ValueError, match="share neither a task nor a tokenizer"):
         common_basis([("a", a), ("d", d)])
     with pytest.raises(ValueError, match="2 to 4 models"):

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..model.families import kind_of
 from ..recording import record
 from ..tasks.base import IGNORE, Batch, collate
 from .cost import kv_cache_bytes, recurrent_state_bytes
@@ -328,8 +329,8 @@ def cost_frame(models: Mapping[str, object], pos: int | None = None) -> pd.DataF
     for name, model in models.items():
         c = model.config
         n = pos or c.max_len
-        if getattr(c, "cell", None) is not None:  # a RecurrentConfig
-            state = recurrent_state_bytes(c.n_layers, c.d_hidden, c.cell)
+        if kind_of(c) != "transformer":  # a recurrent network: its state, not a KV cache
+            state = recurrent_state_bytes(c.n_layers, c.d_hidden, kind_of(c))
             rows.append((name, sum(p.numel() for p in model.parameters()), c.n_layers, 0, 0,
                          c.d_model, 0, state, n))
             continue

@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from ..model import ModelConfig, hook_name
+from ..model.families import kind_of
 from ..model.positional import ROTARY_PAIRS, SCHEMES, make_positional
 from ..tasks.base import IGNORE
 from ..recording import positional_tables
@@ -302,7 +303,8 @@ def extrapolation_table(checkpoints, lengths, *, n_tokens: int = 4096,
             raise ValueError(f"{name}: extrapolation is measured on single-stack models "
                              "(decoder or encoder), not encoder-decoder")
         task = ckpt.shared_task()
-        scheme = getattr(cfg, "cell", None) or cfg.pos  # a recurrent network knows order by reading
+        kind = kind_of(cfg)  # a recurrent network (its cell) knows order by reading in order
+        scheme = cfg.pos if kind == "transformer" else kind
         for length in lengths:
             if cfg.max_positions is not None and length > cfg.max_positions:
                 rows.append((name, scheme, length, math.nan, 0, not_possible(cfg), math.nan))
