@@ -10,6 +10,8 @@
   message on the page's websocket (``rerun``): after an action whose result we cannot see
   (a radio whose charts look the same), ``rerun`` waits for the run that action caused.
 - No fixed sleep is used to synchronise with the app.
+- Elements a live fragment redraws every second are found among the current run's (``CURRENT``),
+  never by position (``.first``) among stale copies.
 
 Pages are reached through the sidebar after loading "/", as a teacher does (``visit``); every
 test file is ``test_browser_<page>.py`` (its AppTest twin: ``tests/test_page_<page>.py``).
@@ -25,6 +27,10 @@ DEADLINE_MS = 120_000
 TRAINING_DEADLINE_MS = 3 * DEADLINE_MS
 READY = "[data-testid='stApp'][data-test-script-state='notRunning']"
 SIDEBAR_LINK = "[data-testid='stSidebarNav'] a"
+# Elements of the current script run only. While a run (a fragment's included) is under way,
+# Streamlit keeps the previous run's elements on the page, marked data-stale="true", until the new
+# ones are drawn: a live panel can briefly show two progress bars or two metric rows.
+CURRENT = "[data-testid='stElementContainer']:not([data-stale='true'])"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 # Console errors that are not ours and not a failure; each entry needs a comment saying why.
 # Patterns are matched against "<message text> (<url>)".

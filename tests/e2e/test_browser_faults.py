@@ -9,7 +9,7 @@ import re
 import time
 import urllib.request
 
-from browser_helpers import DEADLINE_MS, TRAINING_DEADLINE_MS, nav, select, settle, track_runs
+from browser_helpers import CURRENT, DEADLINE_MS, TRAINING_DEADLINE_MS, nav, select, settle, track_runs
 from playwright.sync_api import expect
 
 STEPS = 200
@@ -40,13 +40,15 @@ def test_closing_the_browser_mid_training_loses_nothing(browser, streamlit_serve
     page.get_by_label("Steps", exact=True).fill(str(STEPS))
     page.get_by_label("Warmup steps").fill("5")
     page.get_by_role("button", name="Start training").click()
-    expect(page.locator("p").filter(has_text=re.compile(rf"running — step \d+ of {STEPS}")).first).to_be_visible()
+    live = page.locator(CURRENT).locator("[data-testid='stProgress']")  # not a stale copy (CURRENT)
+    expect(live).to_contain_text(re.compile(rf"running — step \d+ of {STEPS}"))
     sid = re.search(r"[?&]sid=([0-9a-f]{12})", page.url).group(1)
     run = page.get_by_role("combobox", name="Run")
     expect(run).to_have_value(re.compile(r"^induction-"))
     name = run.input_value()
     assert not errors and not page.locator("[data-testid='stException']").count()
-    progress = page.locator("p").filter(has_text=re.compile(r"running — step \d+")).first.inner_text()
+    expect(live).to_contain_text(re.compile(r"running — step \d+"))
+    progress = live.inner_text()
     at_close = int(re.search(r"step (\d+)", progress).group(1))
     assert at_close < STEPS
     ctx.close()  # the laptop lid closes: no browser session is left for this student

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import time
 
-from browser_helpers import (DEADLINE_MS, SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title, nav, report,
-                             select, settle)
+from browser_helpers import (CURRENT, DEADLINE_MS, SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title,
+                             nav, report, select, settle)
 from playwright.sync_api import expect
 
 
@@ -39,11 +39,10 @@ def test_train_then_open_in_explorer(page, open_page, timings) -> None:
     page.get_by_label("Warmup steps").fill("5")
     t0 = time.perf_counter()
     page.get_by_role("button", name="Start training").click()
-    progress = page.locator("[data-testid='stProgress']")  # live: "name: running — step 20 of 60"
+    live = page.locator(CURRENT)  # the fragment's elements of its current run, not stale copies
+    progress = live.locator("[data-testid='stProgress']")  # "name: running — step 20 of 60"
     expect(progress).to_contain_text(re.compile(r"running — step \d+ of 60|done"))
-    # .first: while the fragment's rerun replaces its elements, Streamlit keeps the previous run's
-    # (stale, faded) metric row on the page until the new one is drawn: two "Tokens/s" for a moment
-    expect(page.get_by_text("Tokens/s").first).to_be_visible()
+    expect(live.get_by_text("Tokens/s", exact=True)).to_be_visible()
     open_btn = page.get_by_role("button", name="Open in the Attention explorer")
     expect(open_btn).to_be_visible(timeout=TRAINING_DEADLINE_MS)
     trained_s = time.perf_counter() - t0
