@@ -298,6 +298,38 @@ def test_cli_import_writes_a_tfviz_checkpoint(folders, tmp_path, capsys):
     assert "no config.json here" in capsys.readouterr().err
 
 
+def test_local_size_limit_from_the_environment_and_the_cli(folders, tmp_path, monkeypatch, capsys):
+    """$TFVIZ_LOCAL_MODEL_MAX_MB bounds from_pretrained, the picker's listing and the CLI;
+    ``import --max-mb`` overrides it for one import. The size is checked before any tensor is read."""
+    from safetensors.torch import load_file, save_file
+    folder = _copy(folders, "gpt2", tmp_path / "big")
+    tensors = load_file(folder / "model.safetensors")
+    tensors["padding"] = torch.zeros(300_000)  # 1.2 MB more, and a tensor the mapping does not use
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    # without a limit in the way, the unused tensor is what refuses it: the size check passed
+    with pytest.raises(ModelFolderError, match=r"does not use \(padding\)"):
+        from_pretrained(folder)
+    monkeypatch.setenv("TFVIZ_LOCAL_MODEL_MAX_MB", "1")
+    assert tfviz.interop.local_max_bytes() == 2**20
+    with pytest.raises(ModelFolderError, match=r"the weights are \d MB, over the 1 MB limit for local models"
+                                               ".*set TFVIZ_LOCAL_MODEL_MAX_MB"):
+        from_pretrained(folder)
+    info = tfviz.interop.inspect(folder)
+    assert not info.ok and "over the 1 MB limit for local models (TFVIZ_LOCAL_MODEL_MAX_MB)" in info.reason
+    assert cli(["import", str(folder), "--out", str(tmp_path / "big-ck"), "--quiet"]) == 1
+    assert "over the 1 MB limit for local models" in capsys.readouterr().err
+    assert not (tmp_path / "big-ck.safetensors").exists()
+    # --max-mb: one import's own limit, either way
+    small = folders["gpt2"][0]
+    assert cli(["import", str(small), "--out", str(tmp_path / "a"), "--quiet", "--max-mb", "0.1"]) == 1
+    assert "over the 0 MB limit for local models" in capsys.readouterr().err
+    monkeypatch.setenv("TFVIZ_LOCAL_MODEL_MAX_MB", "lots")
+    with pytest.raises(ModelFolderError, match="TFVIZ_LOCAL_MODEL_MAX_MB='lots' must be a number"):
+        from_pretrained(small)
+    assert cli(["import", str(small), "--out", str(tmp_path / "b"), "--quiet", "--max-mb", "5"]) == 0
+    assert tfviz.load_checkpoint(tmp_path / "b").meta["extra"]["imported"]["family"] == "gpt2"
+
+
 # ------------------------------------------------------------------------------------ out
 def _gpt2_shaped(seed: int, **kw) -> tfviz.Transformer:
     torch.manual_seed(seed)
