@@ -190,3 +190,38 @@ def test_fine_tune_a_local_decoder_on_the_train_page(folders):
     assert at.title[0].value == "Attention explorer"
     ck = tfviz.load_checkpoint(snap.checkpoint)
     assert ck.task["tokenizer"] == "given" and ck.tokenizer.vocab_size == ck.config.vocab_size
+
+
+def test_loading_a_local_folder_shows_its_progress(folders, tmp_path, monkeypatch):
+    """The first load of a folder draws a bar that follows ``from_pretrained``'s progress (what
+    is being read) to 1.0 and is removed once the model is there; a second load is the cache's."""
+    import shutil
+
+    import streamlit as st
+
+    from ui import models as ui_models
+    folder = tmp_path / "fresh-llama"  # a path no earlier test loaded: not in the model cache
+    shutil.copytree(folders["llama"], folder)
+    seen: list = []
+
+    class Bar:
+        def progress(self, fraction, text=""):
+            seen.append((fraction, text))
+
+        def empty(self):
+            seen.append("emptied")
+
+    def progress(fraction, text=""):
+        seen.append((fraction, text))
+        return Bar()
+    monkeypatch.setattr(st, "progress", progress)
+    ref = ui_models.ModelRef("fresh-llama (local · Llama-family)", str(folder), "local")
+    loaded = ui_models.load_model(ref)
+    assert seen[-1] == "emptied"
+    fractions = [f for f, _ in seen[:-1]]
+    assert fractions[0] == 0.0 and fractions[-1] == 1.0 and fractions == sorted(fractions) and len(fractions) > 5
+    assert any("reading model.layers.0." in text for _, text in seen[:-1]), seen
+    assert all(text.startswith("Loading fresh-llama") for _, text in seen[:-1])
+    assert loaded.ckpt.meta["extra"]["imported"]["family"] == "llama"
+    seen.clear()
+    assert ui_models.load_model(ref).ckpt is loaded.ckpt and not seen  # cached: no bar
