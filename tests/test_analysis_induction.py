@@ -12,24 +12,7 @@ from tfviz.analysis.induction import (condition_probes, generalisation, inductio
                                       pool_positions, position_curve, position_losses,
                                       probe_summary, recurrence_probe)
 
-
-class Oracle(torch.nn.Module):
-    """The induction rule written out: logit 10 on the token after the last earlier occurrence
-    of the current token, else uniform."""
-
-    def __init__(self, vocab):
-        super().__init__()
-        self.vocab = vocab
-        self.w = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, tokens):
-        logits = torch.zeros(*tokens.shape, self.vocab)
-        for b in range(tokens.shape[0]):
-            for p in range(tokens.shape[1]):
-                earlier = (tokens[b, :p] == tokens[b, p]).nonzero()
-                if len(earlier):
-                    logits[b, p, tokens[b, earlier[-1, 0] + 1]] = 10.0
-        return logits
+from stand_ins import InductionOracle
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +59,7 @@ def test_position_losses_match_cross_entropy(model):
 def test_oracle_is_perfect_on_repeats_and_curve_pools():
     t1 = recurrence_probe(80, 30, 6, 3, batch=4, seed=1)
     t2 = recurrence_probe(80, 34, 8, 2, batch=3, seed=2)
-    oracle = Oracle(80)
+    oracle = InductionOracle(80)
     p1, p2 = position_losses(oracle, t1), position_losses(oracle, t2)
     pooled = pool_positions([p1, p2])
     assert pooled["loss"].shape == (7, 30)  # cut to the shorter probe

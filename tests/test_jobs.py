@@ -12,6 +12,8 @@ from tfviz.tasks import make_task
 from tfviz.train import JobManager, TrainConfig
 from tfviz.train.setup import model_config_for
 
+from stand_ins import ExplodingTask
+
 
 @pytest.fixture(autouse=True)
 def _restore_threads():
@@ -87,22 +89,6 @@ def test_concurrency_limit_and_queue_positions(manager, task):
         manager.stop(i)
     assert manager.wait_all(30)
     assert {j.snapshot().state for j in manager.jobs()} == {"stopped"}
-
-
-class ExplodingTask:
-    """A task-like object whose batches fail: the worker raises mid-training."""
-
-    def __init__(self, task):
-        self._task, self.name, self.tokenizer = task, "exploding", task.tokenizer
-
-    def __getattr__(self, name):
-        return getattr(self._task, name)
-
-    def batch(self, *a, **k):
-        raise RuntimeError("the data loader exploded")
-
-    def evaluate(self, *a, **k):
-        return self._task.evaluate(*a, **k)
 
 
 def test_failing_jobs_report_errors_and_others_go_on(manager, task):

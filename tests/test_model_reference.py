@@ -23,6 +23,18 @@ def _copy_attention(ours: Attention, ref: nn.MultiheadAttention) -> None:
         ours.W_o.bias.copy_(ref.out_proj.bias)
 
 
+def _block_like(cfg, ref: nn.TransformerEncoderLayer) -> Block:
+    """Our Block holding ``ref``'s attention and MLP weights (its norms left as initialised)."""
+    ours = Block(cfg).eval()
+    _copy_attention(ours.attn, ref.self_attn)
+    with torch.no_grad():
+        ours.mlp.W_in.weight.copy_(ref.linear1.weight)
+        ours.mlp.W_in.bias.copy_(ref.linear1.bias)
+        ours.mlp.W_out.weight.copy_(ref.linear2.weight)
+        ours.mlp.W_out.bias.copy_(ref.linear2.bias)
+    return ours
+
+
 def test_attention_equals_torch_multihead_attention():
     torch.manual_seed(0)
     cfg = _cfg()
@@ -61,13 +73,8 @@ def test_post_norm_relu_block_equals_torch_transformer_encoder_layer():
     cfg = _cfg()
     ref = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, activation="relu",
                                      batch_first=True, norm_first=False).eval()
-    ours = Block(cfg).eval()
-    _copy_attention(ours.attn, ref.self_attn)
+    ours = _block_like(cfg, ref)
     with torch.no_grad():
-        ours.mlp.W_in.weight.copy_(ref.linear1.weight)
-        ours.mlp.W_in.bias.copy_(ref.linear1.bias)
-        ours.mlp.W_out.weight.copy_(ref.linear2.weight)
-        ours.mlp.W_out.bias.copy_(ref.linear2.bias)
         for a, b in ((ours.ln1, ref.norm1), (ours.ln2, ref.norm2)):
             a.weight.copy_(torch.rand_like(a.weight) + 0.5)
             a.bias.copy_(torch.randn_like(a.bias))
@@ -84,13 +91,7 @@ def test_pre_norm_gelu_block_equals_torch_norm_first_layer():
     cfg = _cfg(norm="pre", activation="gelu")
     ref = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, activation="gelu",
                                      batch_first=True, norm_first=True).eval()
-    ours = Block(cfg).eval()
-    _copy_attention(ours.attn, ref.self_attn)
-    with torch.no_grad():
-        ours.mlp.W_in.weight.copy_(ref.linear1.weight)
-        ours.mlp.W_in.bias.copy_(ref.linear1.bias)
-        ours.mlp.W_out.weight.copy_(ref.linear2.weight)
-        ours.mlp.W_out.bias.copy_(ref.linear2.bias)
+    ours = _block_like(cfg, ref)
     x = torch.randn(2, 6, 32)
     torch.testing.assert_close(ours(x, AttnContext(MaskSpec())), ref(x), atol=1e-5, rtol=0)
 

@@ -7,8 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from apptest_helpers import APP, problems
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import charts, open_page, problems
 
 from ui.navigation import PAGES
 
@@ -32,11 +31,7 @@ def recurrent(request, tmp_path_factory) -> Path:
 @pytest.mark.parametrize("page", [Path(p.file).stem for p in PAGES])
 def test_a_recurrent_model_on_every_page(recurrent, page, monkeypatch) -> None:
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(recurrent.parent))
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.session_state["model_path"] = str(recurrent)
-    at.run()
-    at.switch_page(f"app_pages/{page}.py").run()
-    assert not problems(at), problems(at)
+    at = open_page(page, recurrent)  # no traceback (apptest_helpers.ok)
     if page in NEEDS:
         assert any(NEEDS[page] in i.value for i in at.info), [i.value for i in at.info]
 
@@ -44,23 +39,17 @@ def test_a_recurrent_model_on_every_page(recurrent, page, monkeypatch) -> None:
 def test_compare_an_lstm_with_a_transformer(tmp_path, monkeypatch) -> None:
     """Compare with a recurrent model: it is named as left out of the attention panels and joins
     the curves, the per-position and per-length losses and the cost table."""
-    import json
-
     for name in ("recall-lstm", "recall-transformer"):
         for suffix in (".safetensors", ".json"):
             shutil.copy(WHY / f"{name}{suffix}", tmp_path)
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.session_state["model_path"] = str(tmp_path / "recall-lstm.safetensors")
-    at.run()
-    at.switch_page("app_pages/compare.py").run()
+    at = open_page("compare", tmp_path / "recall-lstm.safetensors")
     models = next(m for m in at.multiselect if m.key == "cmp_models")
     models.set_value([str(tmp_path / f"{n}.safetensors") for n in ("recall-lstm", "recall-transformer")]).run()
     assert not problems(at), problems(at)
     assert any("recall-lstm" in i.value and "no self-attention" in i.value for i in at.info)
     titles = {}
-    for chart in at.get("plotly_chart"):
-        spec = json.loads(chart.proto.spec)
+    for spec in charts(at):
         titles[spec["layout"]["title"]["text"]] = {t.get("name") for t in spec["data"]}
     assert titles["Loss per position"] == {"recall-lstm", "recall-transformer"}
     assert "recall-transformer: every head" in titles and not any(t.startswith("recall-lstm:") for t in titles
@@ -69,5 +58,5 @@ def test_compare_an_lstm_with_a_transformer(tmp_path, monkeypatch) -> None:
     assert cost.loc["recall-lstm", "heads"] == 0 and cost.loc["recall-lstm", "kv_bytes_per_token"] == 0
     at.button(key="cmp_lengths_run").click().run()
     assert not problems(at), problems(at)
-    spec = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    spec = charts(at)[-1]
     assert {t.get("name") for t in spec["data"]} >= {"recall-lstm", "recall-transformer"}

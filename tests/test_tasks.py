@@ -9,6 +9,8 @@ import torch
 
 from tfviz.tasks import IGNORE, TASKS, collate, grammar, make_task
 
+from stand_ins import InductionOracle
+
 SMALL = {"lm": {"n_sentences": 3000}, "coref": {"n_train": 1500, "n_val": 200, "n_test": 200},
          "mlm": {"n_train": 1500, "n_val": 200, "n_test": 200}}
 SPLITS = ("train", "validation", "test")
@@ -192,32 +194,14 @@ def test_induction_segments_layout():
         small("induction", layout="segments", n_symbols=50, length=64).examples("train")
 
 
-class _Model(torch.nn.Module):
-    """Stand-in model: the induction oracle (copy the token after the earlier occurrence)."""
-
-    def __init__(self, vocab):
-        super().__init__()
-        self.vocab = vocab
-        self.w = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, tokens):
-        logits = torch.zeros(*tokens.shape, self.vocab)
-        for b in range(tokens.shape[0]):
-            for p in range(tokens.shape[1]):
-                earlier = (tokens[b, :p] == tokens[b, p]).nonzero()
-                if len(earlier):
-                    logits[b, p, tokens[b, earlier[-1, 0] + 1]] = 10.0
-        return logits
-
-
 def test_induction_evaluate_per_group():
     for task in (small("induction", half=6, n_symbols=12),
                  small("induction", layout="segments", n_symbols=64, length=32, segment=6)):
-        out = task.evaluate(_Model(task.tokenizer.vocab_size), max_examples=20)
+        out = task.evaluate(InductionOracle(task.tokenizer.vocab_size), max_examples=20)
         assert out["accuracy"] == out["accuracy_repeat"] == 1.0
         assert out["accuracy_new"] < 0.5 and out["loss_new"] > out["loss_repeat"]
     coref = small("coref")  # the base evaluate runs on a decoder task too
-    res = coref.evaluate(_Model(coref.tokenizer.vocab_size), max_examples=10)
+    res = coref.evaluate(InductionOracle(coref.tokenizer.vocab_size), max_examples=10)
     assert 0.0 <= res["accuracy"] <= 1.0
 
 

@@ -29,9 +29,10 @@ def bench_lock() -> threading.Lock:
 
 @st.cache_resource(show_spinner=False)
 def device() -> str:
-    import torch
+    """Where the live measurement runs: the GPU when there is one, else the CPU (never MPS)."""
+    from tfviz.device import cuda_available
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if cuda_available() else "cpu"
 
 
 @st.cache_resource(show_spinner=False)

@@ -10,7 +10,8 @@ import threading
 
 import streamlit as st
 
-from .models import session_dir, session_id
+from .models import session_dir
+from .session import session_id
 
 
 @st.cache_resource

@@ -167,7 +167,7 @@ def submit(task, model_config, train_config, name: str, init: str | None = None)
     (``ui.finetune``; ``model_config`` is its config, for the estimates)."""
     from tfviz.classroom.disk import check_room
     from tfviz.train.budget import estimate
-    from ui.models import session_id
+    from ui.session import session_id
 
     check_room(estimate(model_config, train_config).checkpoint, "this training's checkpoint")
     name = unique_name(name)

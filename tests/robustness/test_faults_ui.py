@@ -12,6 +12,7 @@ import pytest
 import torch
 from apptest_helpers import messages, my_jobs, poll, problems
 from robust_helpers import start
+from stand_ins import ExplodingTask
 
 from tfviz.train import loop
 import ui.models as models
@@ -91,19 +92,6 @@ def pick_run(at, name: str) -> None:
     at.run()
     assert not problems(at), problems(at)
     assert at.selectbox(key="train_job").options[at.selectbox(key="train_job").index] == name
-
-
-class ExplodingTask:
-    """A task whose batches raise: the worker thread dies mid-job."""
-
-    def __init__(self, task):
-        self._task, self.name, self.tokenizer = task, "exploding", task.tokenizer
-
-    def __getattr__(self, name):
-        return getattr(self._task, name)
-
-    def batch(self, *a, **k):
-        raise RuntimeError("the data loader exploded")
 
 
 def test_worker_that_raises_shows_its_error_and_the_other_job_finishes(train):

@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from ..model.families import kind_of
+from ..model.hooks import layer_template
 from ..recording import record
 from ..tasks.base import IGNORE, Batch, collate
 from .cost import kv_cache_bytes, recurrent_state_bytes
@@ -211,7 +212,7 @@ def history_summary(history: Sequence[Mapping], final: Mapping | None = None) ->
 
 # ------------------------------------------------------------------------------ one input
 def patterns_on(models: Mapping[str, object], ids: Sequence[int],
-                template: str = "blocks.{l}.attn.hook_pattern") -> dict[str, np.ndarray]:
+                template: str = layer_template("attn.hook_pattern")) -> dict[str, np.ndarray]:
     """Each single-stack model's attention on the same token ids: name -> [layer, head, q_pos,
     k_pos] (recorded, batch of one). The caller holds shared models' locks."""
     tokens = torch.tensor([list(ids)])

@@ -80,7 +80,7 @@ def rope_setup(model=None, stack: str = "", d_head: int = 16) -> tuple[int, torc
     """(d_head, θ_i [d_head/2] float64): a RoPE model's own frequencies, else the formula's for
     the model's d_head (``d_head`` when there is no model or it is odd)."""
     cfg = None if model is None else model.config
-    if cfg is not None and cfg.pos == "rope":
+    if cfg is not None and "rope_freqs" in cfg.scheme.table_names:  # the scheme records its frequencies
         return cfg.d_head, stack_tables(positional_tables(model, 1), stack)["rope_freqs"].double()
     d = cfg.d_head if cfg is not None and cfg.d_head % 2 == 0 else d_head
     return d, rope_freqs(d)

@@ -75,6 +75,16 @@ class Family:
         return kind(value)
 
     @staticmethod
+    def tied(hf: dict, w: Weights, default: bool, notes: list[str]) -> bool:
+        """Whether the logits read the token embeddings back out: config.json's
+        ``tie_word_embeddings`` (``default`` when absent), or a folder without ``lm_head`` (noted)."""
+        tie = bool(hf.get("tie_word_embeddings", default))
+        if not tie and "lm_head.weight" not in w:
+            tie = True
+            notes.append("the folder has no lm_head: logits read the token embeddings back out (tied)")
+        return tie
+
+    @staticmethod
     def linear(w: Weights, name: str, cfg: ModelConfig, out: int, transpose: bool = False):
         """(weight, bias) of an HF linear layer ``name`` (without .weight); a missing bias is zeros
         when ``cfg.bias`` (adding zero is exact: Qwen2 has q/k/v biases but none on o_proj)."""
@@ -127,10 +137,7 @@ class GPT2(Family):
                                  "and has no cross-attention in a decoder-only model")
         d = cls.number(hf, "n_embd", 768)
         notes = []
-        tie = bool(hf.get("tie_word_embeddings", True))
-        if not tie and "lm_head.weight" not in w:
-            tie = True
-            notes.append("the folder has no lm_head: logits read the token embeddings back out (tied)")
+        tie = cls.tied(hf, w, True, notes)
         cfg = ModelConfig(
             arch="decoder", vocab_size=cls.number(hf, "vocab_size", 50257), d_model=d,
             n_heads=cls.number(hf, "n_head", 12), n_layers=cls.number(hf, "n_layer", 12),
@@ -297,10 +304,7 @@ class Llama(Family):
         if bias and model_type == "qwen2":
             notes.append("Qwen2 has biases on q, k and v only: o_proj and the MLP get zero biases "
                          "(exactly the same numbers)")
-        tie = bool(hf.get("tie_word_embeddings", False))
-        if not tie and "lm_head.weight" not in w:
-            tie = True
-            notes.append("the folder has no lm_head: logits read the token embeddings back out (tied)")
+        tie = cls.tied(hf, w, False, notes)
         cfg = ModelConfig(
             arch="decoder", vocab_size=cls.number(hf, "vocab_size"), d_model=d, n_heads=n_heads,
             n_kv_heads=cls.number(hf, "num_key_value_heads", n_heads),
