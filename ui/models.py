@@ -142,9 +142,9 @@ def _size(info) -> str:
 
 def local_label(info) -> str:
     """"gpt2 (local · GPT-2 · 124M params, 475 MB)": the picker's line for a folder."""
-    from tfviz.interop import FAMILIES
+    from tfviz.interop import ADAPTERS
 
-    family = FAMILIES[info.family].label if info.family in FAMILIES else info.family or "?"
+    family = ADAPTERS[info.family].label if info.family in ADAPTERS else info.family or "?"
     return f"{info.name} ({LOCAL_SOURCES[info.source]} · {family} · {_size(info)})"
 
 

@@ -9,9 +9,9 @@ bertviz takes ``Recording.to_bertviz()`` directly.
 """
 from .discover import ModelInfo, inspect, list_models
 from .export import to_hf
-from .families import FAMILIES, MODEL_TYPES
+from .families import ADAPTERS, MODEL_TYPES
 from .folder import LOCAL_MAX_BYTES, ModelFolderError, local_max_bytes
 from .load import from_pretrained, import_folder
 
-__all__ = ["FAMILIES", "LOCAL_MAX_BYTES", "MODEL_TYPES", "ModelFolderError", "ModelInfo", "from_pretrained",
+__all__ = ["ADAPTERS", "LOCAL_MAX_BYTES", "MODEL_TYPES", "ModelFolderError", "ModelInfo", "from_pretrained",
            "import_folder", "inspect", "list_models", "local_max_bytes", "to_hf"]

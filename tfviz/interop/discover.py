@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths
-from .families import family_of
+from .families import adapter_for
 from .folder import (CONFIG, INDEX, PICKLE_SUFFIXES, TOKENIZER, WEIGHTS, ModelFolderError,
                      local_max_bytes, resolve)
 
@@ -73,7 +73,7 @@ def inspect(path: str | os.PathLike, source: str = "models", name: str | None = 
     dtype = str(config.get("dtype") or config.get("torch_dtype") or "float32")
     info = dict(base, nbytes=nbytes, params=nbytes // BYTES_PER_PARAM.get(dtype, 4))
     try:
-        family = family_of(config)
+        family = adapter_for(config)
         _, notes = family.model_config(config, _AnyWeights())
     except ValueError as e:
         return ModelInfo(**info, ok=False, reason=_short(e, root))

@@ -1,4 +1,4 @@
-"""Model families, one small adapter each, behind one registry (``FAMILIES``; ``MODEL_TYPES`` maps
+"""Model families, one small adapter each, behind one registry (``ADAPTERS``; ``MODEL_TYPES`` maps
 a config.json ``model_type`` to its family). An adapter knows two things about its family:
 
     model_config(hf, weights)  config.json (a dict) -> ModelConfig, refusing what tfviz cannot
@@ -13,7 +13,7 @@ become W_in = [gate; up] (tfviz's SwiGLU reads gate first); Llama's RoPE pairs d
 (``rope_pairs="half"``); GPT-2 uses the tanh GELU ("gelu_new"); imported models mask no token
 by id (``pad_id=None``: GPT-2's token 0 is "!").
 
-To add a family: a ``Family`` subclass here and its class in ``FAMILIES``; new conventions become
+To add a family: an ``Adapter`` subclass here and its class in ``ADAPTERS``; new conventions become
 registry entries in ``tfviz.model`` (a norm, an activation, a head, a RoPE pairing).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..model import ModelConfig
 from .folder import ModelFolderError, Weights
 
 
-class Family:
+class Adapter:
     """The interface (see the module docstring)."""
 
     name = ""
@@ -109,14 +109,14 @@ ACTIVATION_NAMES = {"gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new", "ge
 """Hugging Face hidden_act -> tfviz activation (both tanh variants are the same formula)."""
 
 
-def _activation(cls: type[Family], act) -> str:
+def _activation(cls: type[Adapter], act) -> str:
     if act not in ACTIVATION_NAMES:
         raise cls.refuse(f"activation {act!r}", f"supported: {', '.join(ACTIVATION_NAMES)}")
     return ACTIVATION_NAMES[act]
 
 
 # ==================================================================================== GPT-2
-class GPT2(Family):
+class GPT2(Adapter):
     """Radford et al. 2019: learned positions, pre-norm LayerNorm, tanh GELU, tied head, Conv1D."""
 
     name, label = "gpt2", "GPT-2"
@@ -168,7 +168,7 @@ class GPT2(Family):
 
 
 # ==================================================================================== BERT
-class Bert(Family):
+class Bert(Adapter):
     """Devlin et al. 2019: post-norm encoder, learned positions + token types + an embedding
     LayerNorm, exact GELU, and (BertForMaskedLM) the MLM head with its output bias."""
 
@@ -239,7 +239,7 @@ class Bert(Family):
 
 
 # ==================================================================================== Llama
-class Llama(Family):
+class Llama(Adapter):
     """Touvron et al. 2023 (and Mistral, Qwen2 where Llama-shaped): pre-norm RMSNorm, SwiGLU,
     RoPE on half-split pairs, grouped-query attention, no biases (Qwen2: q/k/v biases)."""
 
@@ -346,23 +346,23 @@ def _named(name: str, pair) -> Iterator[tuple[str, torch.Tensor]]:
         yield f"{name}.bias", bias
 
 
-FAMILIES: dict[str, type[Family]] = {cls.name: cls for cls in (GPT2, Bert, Llama)}
+ADAPTERS: dict[str, type[Adapter]] = {cls.name: cls for cls in (GPT2, Bert, Llama)}
 """family name -> adapter."""
-MODEL_TYPES: dict[str, type[Family]] = {t: cls for cls in FAMILIES.values() for t in cls.model_types}
+MODEL_TYPES: dict[str, type[Adapter]] = {t: cls for cls in ADAPTERS.values() for t in cls.model_types}
 """config.json model_type -> adapter."""
 
 
-def family_of(hf: dict) -> type[Family]:
+def adapter_for(hf: dict) -> type[Adapter]:
     """The adapter for a config.json, or a ModelFolderError naming what is supported."""
     model_type = hf.get("model_type")
     if model_type not in MODEL_TYPES:
         raise ModelFolderError(
             f"model_type {model_type!r} is not supported; tfviz opens "
-            + "; ".join(f"{c.label} ({', '.join(c.model_types)})" for c in FAMILIES.values()))
+            + "; ".join(f"{c.label} ({', '.join(c.model_types)})" for c in ADAPTERS.values()))
     return MODEL_TYPES[model_type]
 
 
-def unused(w: Weights, family: type[Family]) -> list[str]:
+def unused(w: Weights, family: type[Adapter]) -> list[str]:
     """Tensors of the folder that the mapping did not read and that are not known to be unneeded."""
     pattern = re.compile("|".join(f"(?:{r})" for r in family.ignored)) if family.ignored else None
     return [n for n in w.names() if n not in w.used and not (pattern and pattern.fullmatch(n))]

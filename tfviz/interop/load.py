@@ -20,7 +20,7 @@ import torch
 from ..model import Transformer
 from ..train.checkpoint import Checkpoint, save_checkpoint
 from ..version import __version__
-from .families import family_of, unused
+from .families import adapter_for, unused
 from .folder import ModelFolder, ModelFolderError, Progress
 from .tokenizer import load_tokenizer
 
@@ -38,7 +38,7 @@ def from_pretrained(path: str | os.PathLike, *, max_bytes: int | None = None,
     report = progress or (lambda fraction, message: None)
     report(0.0, "reading config.json")
     folder = ModelFolder.open(path, max_bytes)
-    family = family_of(folder.config)
+    family = adapter_for(folder.config)
     with folder.weights(lambda f, msg: report(0.02 + 0.88 * f, msg)) as w:
         try:
             cfg, notes = family.model_config(folder.config, w)
