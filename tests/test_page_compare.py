@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,3 +87,18 @@ def test_a_bad_pair_says_why(values, message, tmp_path, monkeypatch) -> None:
     at.text_input(key="pair_values_norm").set_value(values)
     at.button(key="pair_start").click().run()
     assert any(message in e.value for e in at.error)
+
+
+def test_two_models_of_one_name_from_two_sources_are_both_compared(shipped_pair) -> None:
+    """A published (or trained) model named like a shipped one: both are compared, each named
+    with its source (was: one name for both, so one was dropped and the page said 'compare 2 to
+    4 models, not 1')."""
+    published = Path(shipped_pair[0]).parent / "published"
+    published.mkdir()
+    shutil.copy(shipped_pair[1], published / "norm-pre.safetensors")  # post-norm's weights
+    at = open_page("compare", cmp_models=[shipped_pair[0], str(published / "norm-pre.safetensors")])
+    assert not at.error, [e.value for e in at.error]
+    cost = at.dataframe[-1].value.set_index("model")
+    assert list(cost.index) == ["norm-pre (shipped)", "norm-pre (published)"]
+    for n in cost.index:
+        chart(at, f"cmp_head_{n}")

@@ -163,8 +163,11 @@ def default_models(refs: dict, selected: str | None) -> list[str]:
 
 
 def load_named(refs: dict, chosen) -> dict:
-    """The chosen model paths loaded, keyed by their label without its "(...)" suffix."""
-    return {refs[p].label.rsplit(" (", 1)[0]: load_model(refs[p]) for p in chosen}
+    """The chosen model paths loaded, keyed by their label without its "(...)" suffix; where two
+    chosen models share that name (a shipped "lm" and a trained "lm"), by "name (source)"."""
+    stems = [refs[p].label.rsplit(" (", 1)[0] for p in chosen]
+    names = [f"{s} ({refs[p].source})" if stems.count(s) > 1 else s for s, p in zip(stems, chosen)]
+    return {n: load_model(refs[p]) for n, p in zip(names, chosen)}
 
 
 def differs_style(wide):
