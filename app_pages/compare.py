@@ -7,7 +7,7 @@ from tfviz import viz
 from tfviz.analysis import compare as cmp
 from tfviz.analysis.positional import compare_lengths, train_length
 from tfviz.tasks import TASKS, cached_task
-from tfviz.train.pairs import DEFAULT_VALUES, QUICK_STEPS, SETTINGS, parse_values, preset_pair
+from tfviz.train.pairs import DEFAULT_VALUES, MAX_RUNS, QUICK_STEPS, SETTINGS, parse_values, preset_pair
 from ui import cache
 from ui import compare as uc
 from ui.figures import show
@@ -49,8 +49,11 @@ def attention_panels(named: dict, ids: list, tokens: list, task) -> None:
 
 
 with pair:
+    most = uc.runs_allowed()
     st.caption("2-4 runs on one task that differ in exactly one setting — the same seed, batches "
-               "in the same order, steps — queued fairly with the class's other trainings.")
+               "in the same order, steps — queued fairly with the class's other trainings."
+               + (f" On this server a session trains at most {most} runs at once "
+                  "(TFVIZ_JOBS_PER_SESSION)." if most is not None and most < MAX_RUNS else ""))
     a, b, c, d = st.columns(4)
     task_name = choice(a, "Task", list(TASKS), "pair_task", "lm")
     setting = choice(b, "Setting that differs", list(SETTINGS), "pair_setting", "norm",

@@ -102,3 +102,25 @@ def test_two_models_of_one_name_from_two_sources_are_both_compared(shipped_pair)
     assert list(cost.index) == ["norm-pre (shipped)", "norm-pre (published)"]
     for n in cost.index:
         chart(at, f"cmp_head_{n}")
+
+
+def test_every_settings_default_values_start_on_a_default_server(tmp_path, monkeypatch) -> None:
+    """The form's own defaults fit the server's per-session limit (TFVIZ_JOBS_PER_SESSION, 2 by
+    default; was: attention's 'MHA, GQA, MQA', 3 runs, refused), and the form says that limit."""
+    from tfviz.train.pairs import SETTINGS
+
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.delenv("TFVIZ_JOBS_PER_SESSION", raising=False)
+    at = open_page("compare", pair_steps=10)
+    assert "at most 2 runs" in " ".join(c.value for c in at.caption)
+    for setting in SETTINGS:
+        at.session_state["pair_setting"] = setting
+        at.run()
+        at.button(key="pair_start").click().run()
+        assert not at.error, (setting, [e.value for e in at.error])
+        t0 = time.perf_counter()
+        while not any(b.key == "pair_open" for b in at.button):  # done before the next setting
+            assert time.perf_counter() - t0 < TIMEOUT_S, f"the {setting} pair did not finish"
+            time.sleep(0.5)
+            at.run()
+            ok(at)

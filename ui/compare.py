@@ -125,6 +125,11 @@ def start_pair(runs, task) -> list[str]:
     return ids
 
 
+def runs_allowed() -> int | None:
+    """How many trainings a session may have running or queued on this server (None: any)."""
+    return job_manager().per_owner
+
+
 def pair_jobs() -> list:
     """The jobs of the pair this session started last (those still known to the server)."""
     ids = set(st.session_state.get(PAIR_JOBS, ()))

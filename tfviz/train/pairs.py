@@ -191,8 +191,9 @@ def check_pair(runs: Sequence[tuple[ModelConfig, TrainConfig]]) -> str:
     return diff[0]
 
 
-# What the "train a pair" form starts from, per setting (text, as typed).
-DEFAULT_VALUES = {"pos": "rope, alibi", "attention": "MHA, GQA, MQA", "norm": "pre, post",
+# What the "train a pair" form starts from, per setting (text, as typed): two runs each, which a
+# server's default per-session limit (TFVIZ_JOBS_PER_SESSION = 2) accepts; attention's two ends.
+DEFAULT_VALUES = {"pos": "rope, alibi", "attention": "MHA, MQA", "norm": "pre, post",
                   "window": "full, 4", "n_layers": "1, 2", "n_heads": "2, 4", "d_model": "32, 64"}
 
 
