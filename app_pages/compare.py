@@ -87,6 +87,9 @@ with side:
 
     st.subheader("Training")
     curves, gradients = uc.training(named)
+    if bare := [n for n, lm in named.items() if not lm.ckpt.history]:
+        st.info(f"{', '.join(bare)}: no training history (imported from disk, or saved without "
+                "one), so no curve here.")
     if len(curves):
         show(cache.figure_for(models_key, viz.compare_curves, curves), "cmp_curves", data=curves)
     if gradients is not None:
@@ -112,7 +115,10 @@ with side:
         with col:
             show(cache.figure_for((models_key, () if task else tuple(ids)), viz.position_curves, pos,
                                   value=value), f"cmp_pos_{value}", data=pos)
-    if task is not None and first.config.arch != "encoder-decoder":
+    if task is None:
+        st.caption("Loss at each length (extrapolation) needs a task the models share: theirs is "
+                   "measured on its data at 1x to 8x its training length.")
+    elif first.config.arch != "encoder-decoder":
         L = train_length(task)
         factor = st.select_slider("Longest length (x training length)", [1, 2, 4, 8], 4, key="cmp_factor")
         if st.button("Evaluate at each length", key="cmp_lengths_run"):

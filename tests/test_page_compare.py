@@ -124,3 +124,32 @@ def test_every_settings_default_values_start_on_a_default_server(tmp_path, monke
             time.sleep(0.5)
             at.run()
             ok(at)
+
+
+def test_two_imported_folders_compare_on_their_tokenizer(tmp_path, monkeypatch) -> None:
+    """Two Hugging Face folders from disk with one tokenizer (no task, no history): one input for
+    both, each head what recording the model gives; the page says why there are no training curves
+    and no loss per length instead of leaving those sections empty."""
+    import hf_folders
+
+    from tfviz import from_pretrained
+
+    folders = [tmp_path / "models" / n for n in ("gpt2-a", "gpt2-b")]
+    for seed, folder in enumerate(folders):
+        hf_folders.build("gpt2", folder, seed=seed)
+    monkeypatch.setenv("TFVIZ_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path / "checkpoints"))
+    (tmp_path / "checkpoints").mkdir()
+    at = open_page("compare", cmp_models=[str(f) for f in folders])
+    assert not at.error, [e.value for e in at.error]
+    words = " ".join(c.value for c in at.caption) + " " + " ".join(i.value for i in at.info)
+    assert "they share a tokenizer" in words
+    assert "gpt2-a, gpt2-b: no training history" in words
+    assert "needs a task the models share" in words
+    ids = [int(i) for i in at.session_state["cmp_ids"]]
+    pats = patterns_on({f.name: from_pretrained(f).model for f in folders}, ids)
+    for f in folders:
+        np.testing.assert_allclose(arr(chart(at, f"cmp_head_{f.name}")["data"][0]["z"]),
+                                   pats[f.name][0, 0], atol=1e-6)
+    assert list(at.dataframe[-1].value["model"]) == ["gpt2-a", "gpt2-b"]
