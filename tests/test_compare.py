@@ -53,6 +53,7 @@ def test_common_basis_is_the_task_or_the_tokenizer_else_a_message(pair, tmp_path
     a, b = pair["pre"], pair["post"]
     basis = common_basis([("a", a), ("b", b)])
     assert basis.kind == "task" and basis.task["name"] == "lm" and "task lm" in basis.sentence()
+    assert "None" not in basis.sentence() and "=," not in basis.sentence()  # unset fields left out
     c = one_step_checkpoint(make_task({**LM, "block": 8}), tmp_path / "c")  # another task spec,
     assert common_basis([("a", a), ("c", c)]).kind == "tokenizer"      # same corpus and tokenizer
     d = one_step_checkpoint(make_task({"name": "coref", "seed": 0}), tmp_path / "d")

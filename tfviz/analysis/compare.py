@@ -51,7 +51,8 @@ class Basis:
 
     def sentence(self) -> str:
         if self.kind == "task":
-            params = ", ".join(f"{k}={v}" for k, v in self.task.items() if k != "name")
+            params = ", ".join(f"{k}={v}" for k, v in self.task.items()
+                               if k != "name" and v not in (None, ""))  # unset: nothing to say
             return f"they share the task {self.task['name']} ({params})"
         return "they share a tokenizer (different tasks or none): one input for all, no common data set"
 
