@@ -13,7 +13,7 @@ from ui import compare as uc
 from ui.figures import show
 from ui.inputs import model_input
 from ui.models import available_models
-from ui.picker import current_model, missing_view
+from ui.picker import current_model
 from ui.widgets import choice, column_pairs, or_stop
 
 st.title("Compare")
@@ -82,7 +82,7 @@ with side:
     st.caption(f"One input for all: {basis.sentence()}.")
     if (inp := model_input(first, "cmp", cap=cmp.input_cap([lm.config for lm in named.values()]))) is None:
         st.stop()
-    ids, tokens = list(inp.ids), list(inp.tokens)
+    ids, tokens, src = list(inp.ids), list(inp.tokens), inp.src_ids
     st.session_state["cmp_ids"] = ids  # the one input every model read
 
     st.subheader("Training")
@@ -98,19 +98,20 @@ with side:
                               title="Gradient norm per block, mean over training"), "cmp_grad_bars", data=bars)
         show(cache.figure_for(models_key, viz.grad_norm_heatmap, grads), "cmp_grads", data=every)
 
-    # a recurrent network (the Train page's RNN / LSTM / GRU) has no heads: it joins the curves,
-    # the per-position and per-length losses and the cost, not the attention panels
-    attending = {n: lm for n, lm in named.items() if missing_view(lm, "self_attention") is None}
-    for n in named:
-        if n not in attending:
-            why = missing_view(named[n], "self_attention")
+    # a recurrent network (the Train page's RNN / LSTM / GRU) has no heads, an encoder-decoder
+    # three kinds of attention: they join the curves, the per-position and per-length losses and
+    # the cost, not the attention panels
+    left_out = {n: uc.attention_left_out(lm) for n, lm in named.items()}
+    attending = {n: lm for n, lm in named.items() if left_out[n] is None}
+    for n, why in left_out.items():
+        if why is not None:
             st.info(f"**{n}**: {why[0].upper()}{why[1:]}. It is left out of the attention and "
                     "head-role panels and compared in the others.")
     if attending:
         attention_panels(attending, ids, tokens, task)
 
     st.subheader("Loss and accuracy per position" + ("" if task else " (on the input above)"))
-    pos = uc.positions(named, task, ids)
+    pos = uc.positions(named, task, ids, src)
     for col, value in zip(st.columns(2), ("loss", "accuracy")):
         with col:
             show(cache.figure_for((models_key, () if task else tuple(ids)), viz.position_curves, pos,
@@ -131,7 +132,7 @@ with side:
                 st.warning(f"{m}: {note}")
 
     st.subheader("Cost")
-    st.dataframe(uc.cost(named, ids), hide_index=True)
+    st.dataframe(uc.cost(named, ids, src), hide_index=True)
     st.caption("KV cache: bytes the self-attention keys and values take for this input (float32, "
                "batch 1); for a recurrent network, its hidden (and LSTM cell) state, the same at any "
                "length. Step time: one forward + backward on this input, measured now on this "

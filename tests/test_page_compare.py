@@ -153,3 +153,33 @@ def test_two_imported_folders_compare_on_their_tokenizer(tmp_path, monkeypatch) 
         np.testing.assert_allclose(arr(chart(at, f"cmp_head_{f.name}")["data"][0]["z"]),
                                    pats[f.name][0, 0], atol=1e-6)
     assert list(at.dataframe[-1].value["model"]) == ["gpt2-a", "gpt2-b"]
+
+
+def test_an_encoder_decoder_pair_compares_in_every_panel_but_attention(tmp_path, monkeypatch) -> None:
+    """A pair on a seq2seq task (copy, reverse, sort, translate: encoder-decoders, offered by the
+    form): its curves, loss per position on the task's examples and its cost are compared; the
+    attention panels say where its encoder, decoder and cross-attention are shown (was: the page
+    stopped at 'is an encoder-decoder' below the curves)."""
+    from tfviz.analysis.compare import position_frame, task_batch
+    from tfviz.tasks import make_task
+    from tfviz.train import TrainConfig, model_config_for, new_model, train
+
+    task = make_task({"name": "copy", "seed": 0})
+    tc = TrainConfig(steps=2, batch_size=4, warmup=0, eval_every=0, eval_examples=4,
+                     snapshot_every=0, checkpoint_every=0, device="cpu")
+    for norm in ("pre", "post"):
+        cfg = model_config_for(task, arch="encoder-decoder", pos="sinusoidal", n_layers=1,
+                               n_heads=2, d_model=16, norm=norm)
+        train(new_model(cfg, 0), task, tc, checkpoint=tmp_path / f"copy-{norm}")
+    paths = [str(tmp_path / f"copy-{n}.safetensors") for n in ("pre", "post")]
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    at = open_page("compare", cmp_models=paths)
+    assert not at.error, [e.value for e in at.error]
+    assert "encoder-decoder" in " ".join(i.value for i in at.info)
+    cks = {n: load_checkpoint(p) for n, p in zip(("copy-pre", "copy-post"), paths)}
+    want = position_frame({n: ck.model for n, ck in cks.items()}, task_batch(task))
+    got = {t["name"]: arr(t["y"]) for t in chart(at, "cmp_pos_loss")["data"]}
+    for n in cks:
+        np.testing.assert_allclose(got[n], want[want["model"] == n]["loss"], rtol=1e-5)
+    cost = at.dataframe[-1].value
+    assert list(cost["model"]) == list(cks) and (cost["step_ms"] > 0).all()

@@ -62,15 +62,18 @@ def roles(named: dict, task):
 
 
 @st.cache_data(max_entries=16, show_spinner="Loss and accuracy per position…")
-def _positions(keys: tuple, ids: tuple, _named: dict, _task):
-    batch = cmp.task_batch(_task) if _task is not None else cmp.next_token_batch(list(ids))
+def _positions(keys: tuple, ids: tuple, src: tuple | None, _named: dict, _task):
+    batch = cmp.task_batch(_task) if _task is not None else cmp.next_token_batch(list(ids), src)
     with locked(_named.values()):
         return cmp.position_frame(_models(_named), batch)
 
 
-def positions(named: dict, task, ids) -> "pd.DataFrame":  # noqa: F821
-    """Per position on the shared task's validation examples, else on the one input."""
-    return _positions(_keys(named), tuple(ids) if task is None else (), named, task)
+def positions(named: dict, task, ids, src=None) -> "pd.DataFrame":  # noqa: F821
+    """Per position on the shared task's validation examples, else on the one input (``src``: its
+    source ids, for encoder-decoders)."""
+    if task is not None:
+        return _positions(_keys(named), (), None, named, task)
+    return _positions(_keys(named), tuple(ids), None if src is None else tuple(src), named, None)
 
 
 @st.cache_data(max_entries=16, show_spinner="Loss at each length…")
@@ -85,23 +88,25 @@ def lengths(named: dict, lengths_) -> "pd.DataFrame":  # noqa: F821
 
 
 @st.cache_data(max_entries=16, show_spinner="Timing a training step of each model…")
-def _cost(keys: tuple, ids: tuple, _named: dict):
+def _cost(keys: tuple, ids: tuple, src: tuple | None, _named: dict):
     from tfviz.bench.measure import step_seconds
 
     df = cmp.cost_frame(_models(_named), pos=len(ids))
-    batch = cmp.next_token_batch(list(ids))
+    batch = cmp.next_token_batch(list(ids), src)
     times = []
     for lm in _named.values():
         with lm.lock:
-            times.append(step_seconds(lm.model, batch.inputs, batch.targets, repeats=3))
+            times.append(step_seconds(lm.model, cmp.model_inputs(lm.model, batch), batch.targets,
+                                      repeats=3))
     df["step_ms"] = [1000 * t for t in times]
     return df
 
 
-def cost(named: dict, ids) -> "pd.DataFrame":  # noqa: F821
+def cost(named: dict, ids, src=None) -> "pd.DataFrame":  # noqa: F821
     """Parameters, KV-cache bytes at the input's length, and a measured training step (forward +
-    backward on the one input, median of 3, this server's CPU/GPU under its current load)."""
-    return _cost(_keys(named), tuple(ids), named)
+    backward on the one input — with its source ``src`` for encoder-decoders —, median of 3, this
+    server's CPU/GPU under its current load)."""
+    return _cost(_keys(named), tuple(ids), None if src is None else tuple(src), named)
 
 
 # ------------------------------------------------------------------------------ train a pair
@@ -165,6 +170,20 @@ def default_models(refs: dict, selected: str | None) -> list[str]:
     cards = {p: c for p in refs if (c := cache.card(p)) is not None}
     return cmp.suggest(cards, selected)
 
+
+
+def attention_left_out(lm) -> str | None:
+    """Why the model is left out of the page's attention panels (one stack's self-attention on
+    the one input), or None: a recurrent network has no heads; an encoder-decoder has three kinds
+    of attention, which the Attention page shows."""
+    from .picker import missing_view
+
+    if (why := missing_view(lm, "self_attention")) is not None:
+        return why
+    if getattr(lm.config, "arch", None) == "encoder-decoder":
+        return ("it is an encoder-decoder: its encoder, decoder and cross-attention are on the "
+                "Attention page")
+    return None
 
 
 def load_named(refs: dict, chosen) -> dict:

@@ -261,13 +261,24 @@ def task_batch(task, split: str = "validation", n_examples: int = 256) -> Batch:
     return collate(pool, task.tokenizer.pad_id)
 
 
-def next_token_batch(ids: Sequence[int]) -> Batch:
+def next_token_batch(ids: Sequence[int], src: Sequence[int] | None = None) -> Batch:
     """One input as a language-modelling batch: position p predicts ids[p+1] (the last position
-    has no target)."""
+    has no target); ``src``: an encoder-decoder's source ids (``model_inputs`` gives them only to
+    encoder-decoders)."""
     tokens = torch.tensor([list(ids)])
     targets = torch.full_like(tokens, IGNORE)
     targets[0, :-1] = tokens[0, 1:]
-    return Batch(tokens, targets)
+    return Batch(tokens, targets, None if src is None else torch.tensor([list(src)]))
+
+
+def model_inputs(model, batch: Batch) -> tuple[torch.Tensor, ...]:
+    """What ``model``'s forward takes from ``batch``: (src, tokens) for an encoder-decoder, else
+    (tokens,) — one batch serves the models of a comparison whichever their kind."""
+    if getattr(model.config, "arch", None) == "encoder-decoder":
+        if batch.src is None:
+            raise ValueError("an encoder-decoder needs a source: give the input a source text")
+        return batch.src, batch.tokens
+    return (batch.tokens,)
 
 
 @torch.no_grad()
@@ -285,7 +296,7 @@ def position_frame(models: Mapping[str, object], batch: Batch, batch_size: int =
             for s in range(0, batch.tokens.shape[0], batch_size):
                 part = Batch(batch.tokens[s:s + batch_size], batch.targets[s:s + batch_size],
                              None if batch.src is None else batch.src[s:s + batch_size]).to(device)
-                logits = model(*part.inputs).float()
+                logits = model(*model_inputs(model, part)).float()
                 keep = part.targets != IGNORE
                 y = part.targets.clamp_min(0)
                 losses.append(torch.nn.functional.cross_entropy(logits.transpose(1, 2), y,
@@ -346,5 +357,5 @@ def cost_frame(models: Mapping[str, object], pos: int | None = None) -> pd.DataF
 
 __all__ = ["Basis", "CURVE_METRICS", "MAX_MODELS", "MIN_MODELS", "common_basis", "cost_frame",
            "curves_frame", "grad_norm_frame", "head_roles", "history_summary", "layer_grad_norms",
-           "length_frame", "loss_spikes", "next_token_batch", "patterns_on", "position_frame",
+           "length_frame", "loss_spikes", "model_inputs", "next_token_batch", "patterns_on", "position_frame",
            "suggest", "task_batch"]
