@@ -18,7 +18,9 @@ from ui.widgets import choice, column_pairs, or_stop
 
 st.title("Compare")
 current = current_model(required=False)
-side, pair = st.tabs(["Side by side", "Train a pair"])
+if uc.OPEN in st.session_state:  # "Compare them side by side" was pressed: show that tab
+    st.session_state["cmp_tab"] = "Side by side"
+side, pair = st.tabs(["Side by side", "Train a pair"], key="cmp_tab", on_change="rerun")
 refs = {r.path: r for r in available_models()}
 
 

@@ -59,7 +59,8 @@ def test_models_that_share_nothing_are_refused(tiny_zoo) -> None:
 
 def test_train_a_pair_and_open_it(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
-    at = open_page("compare", pair_task="lm", pair_setting="n_layers", pair_steps=10)
+    at = open_page("compare", cmp_tab="Train a pair", pair_task="lm", pair_setting="n_layers",
+                   pair_steps=10)
     at.text_input(key="pair_values_n_layers").set_value("1, 2")
     at.button(key="pair_start").click().run()
     ok(at)
@@ -73,6 +74,7 @@ def test_train_a_pair_and_open_it(tmp_path, monkeypatch) -> None:
     assert names == {"lm-1-layer", "lm-2-layers"}
     at.button(key="pair_open").click().run()
     ok(at)
+    assert at.session_state["cmp_tab"] == "Side by side"  # the pair opens in the other tab
     picked = at.session_state["cmp_models"]
     assert sorted(p.rsplit("/", 1)[-1] for p in picked) == ["lm-1-layer.safetensors", "lm-2-layers.safetensors"]
     cks = [load_checkpoint(p) for p in picked]

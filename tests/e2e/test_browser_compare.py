@@ -28,7 +28,8 @@ def test_train_a_pair_then_compare(page, open_page, timings) -> None:
     expect(page.get_by_text("lm-post-norm").first).to_be_visible()
     open_btn.click()
     settle(page)
-    page.get_by_role("tab", name="Side by side").click()
+    expect(page.get_by_role("tab", name="Side by side")).to_have_attribute(  # opened there
+        "aria-selected", "true", timeout=TRAINING_DEADLINE_MS)
     chart_title(page, "Training curves, same axes")
     chart_title(page, "lm-pre-norm: L0 H0")
     chart_title(page, "lm-post-norm: L0 H0")
