@@ -18,6 +18,17 @@ from tfviz.paths import zoo_dir
 TIMEOUT_S = 240
 
 
+def wait_for_the_pair(at) -> None:
+    """Run the page until the pair's "Compare them side by side" button shows (fragments do not
+    tick in AppTest)."""
+    t0 = time.perf_counter()
+    while not any(b.key == "pair_open" for b in at.button):
+        assert time.perf_counter() - t0 < TIMEOUT_S, "the pair did not finish in time"
+        time.sleep(0.5)
+        at.run()
+        ok(at)
+
+
 @pytest.fixture
 def shipped_pair(tmp_path, monkeypatch) -> list[str]:
     """The shipped pre/post-norm pair, copied to a temp folder the app lists as 'shipped'."""
@@ -64,12 +75,7 @@ def test_train_a_pair_and_open_it(tmp_path, monkeypatch) -> None:
     at.text_input(key="pair_values_n_layers").set_value("1, 2")
     at.button(key="pair_start").click().run()
     ok(at)
-    t0 = time.perf_counter()
-    while not any(b.key == "pair_open" for b in at.button):  # fragments do not tick in AppTest
-        assert time.perf_counter() - t0 < TIMEOUT_S, "the pair did not finish in time"
-        time.sleep(0.5)
-        at.run()
-        ok(at)
+    wait_for_the_pair(at)
     names = {t["name"].split(":")[0] for t in chart(at, "pair_curves")["data"]}
     assert names == {"lm-1-layer", "lm-2-layers"}
     at.button(key="pair_open").click().run()
@@ -120,12 +126,7 @@ def test_every_settings_default_values_start_on_a_default_server(tmp_path, monke
         at.run()
         at.button(key="pair_start").click().run()
         assert not at.error, (setting, [e.value for e in at.error])
-        t0 = time.perf_counter()
-        while not any(b.key == "pair_open" for b in at.button):  # done before the next setting
-            assert time.perf_counter() - t0 < TIMEOUT_S, f"the {setting} pair did not finish"
-            time.sleep(0.5)
-            at.run()
-            ok(at)
+        wait_for_the_pair(at)  # done before the next setting
 
 
 def test_two_imported_folders_compare_on_their_tokenizer(tmp_path, monkeypatch) -> None:
