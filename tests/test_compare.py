@@ -212,3 +212,44 @@ def test_cost_frame_recurrent_state_bytes_equal_a_real_cache(cell):
             model(torch.randint(1, 20, (1, n)), cache=cache)
         assert row["kv_bytes"] == cache.nbytes
     assert row["kv_bytes_per_token"] == 0 and row["heads"] == 0 and row["layers"] == 2
+
+
+def test_an_encoder_decoders_three_kinds_of_attention_on_one_input():
+    """Encoder-decoders compare on each kind of attention (recorded names from ``hook_name``),
+    a set mixing them with a decoder-only model on the one kind they share; head roles are
+    scored on the chosen stack's self-attention and refused with a reason for cross-attention."""
+    from tfviz.analysis.compare import attention_views, view_site
+    from tfviz.model.hooks import hook_name
+
+    task = make_task({"name": "copy", "seed": 0})
+    models = {n: new_model(model_config_for(task, arch="encoder-decoder", n_layers=1, n_heads=2,
+                                            d_model=16, norm=n), 0) for n in ("pre", "post")}
+    e = task.examples("validation")[0]
+    ids, src = list(e.tokens), list(e.src)
+    views, note = attention_views({n: m.config for n, m in models.items()})
+    assert views == ["encoder self-attention", "decoder self-attention", "cross-attention"] and note == ""
+    for view, stack, attention, shape in (("encoder self-attention", "encoder", "attn", (len(src),) * 2),
+                                          ("decoder self-attention", "decoder", "attn", (len(ids),) * 2),
+                                          ("cross-attention", "decoder", "cross_attn", (len(ids), len(src)))):
+        pats = patterns_on(models, ids, view, src)
+        name = hook_name(0, f"{attention}.hook_pattern", stack)
+        for n, m in models.items():
+            rec = record(m, torch.tensor([src]), torch.tensor([ids]), names=[name])
+            assert pats[n].shape == (1, 2, *shape)
+            np.testing.assert_allclose(pats[n][0], rec[name][0].numpy(), atol=1e-6)
+    wide, long = head_roles(models, task, "encoder self-attention", n_examples=8)
+    assert list(wide.columns) == ["layer", "head", "pre", "post", "differs"] and len(wide) == 2
+    with pytest.raises(ValueError, match="scored on self-attention"):
+        head_roles(models, task, "cross-attention")
+    with pytest.raises(ValueError, match="share none"):
+        head_roles(models, None, "decoder self-attention")
+    with pytest.raises(ValueError, match="needs a source"):
+        patterns_on(models, ids, "decoder self-attention")
+    dtask = make_task({"name": "copy", "seed": 0, "arch": "decoder"})
+    dec = new_model(model_config_for(dtask, arch="decoder", n_layers=1, n_heads=2, d_model=16), 0)
+    views, note = attention_views({"dec": dec.config, "pre": models["pre"].config})
+    assert views == ["decoder self-attention"] and "share is decoder self-attention" in note
+    assert view_site(dec.config, views[0]).name(0, "hook_pattern") == hook_name(0, "attn.hook_pattern")
+    pats = patterns_on({"dec": dec, "pre": models["pre"]}, ids, views[0], src)
+    want = record(dec, torch.tensor([ids]), names=[hook_name(0, "attn.hook_pattern")])
+    np.testing.assert_allclose(pats["dec"][0], want[hook_name(0, "attn.hook_pattern")][0].numpy(), atol=1e-6)

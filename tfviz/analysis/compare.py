@@ -3,8 +3,9 @@
     basis = common_basis([("pre", ck_a), ("post", ck_b)])   # "task" | "tokenizer", or ValueError
     curves_frame({"pre": ck_a.history, ...})    # model, step, metric, value: one set of axes
     grad_norm_frame(ck.history)                 # step, group, layer, part, norm (per layer)
-    patterns_on({"pre": model_a, ...}, ids)     # name -> [layer, head, q_pos, k_pos] on one input
-    head_roles({"pre": model_a, ...}, task)     # layer, head, one label column per model, differs
+    attention_views({"pre": cfg_a, ...})        # the kinds of attention they share (+ a note)
+    patterns_on({"pre": model_a, ...}, ids, view, src)  # name -> [layer, head, q_pos, k_pos]
+    head_roles({"pre": model_a, ...}, task, view)  # layer, head, one label column per model, differs
     position_frame({"pre": model_a, ...}, batch)  # model, position, loss, accuracy, tokens
     length_frame([("pre", ck_a), ...], lengths) # = positional.extrapolation_table (one place)
     cost_frame({"pre": model_a, ...}, pos)      # parameters, KV-cache bytes (analysis.cost)
@@ -25,10 +26,10 @@ import pandas as pd
 import torch
 
 from ..model.families import kind_of
-from ..model.hooks import layer_template
 from ..recording import record
 from ..tasks.base import IGNORE, Batch, collate
 from .cost import kv_cache_bytes, recurrent_state_bytes
+from .explorer import Site, head_table, sites
 from .gradients import layer_of
 from .heads import score_model
 from .positional import extrapolation_table, is_positional_family, same_task
@@ -212,34 +213,90 @@ def history_summary(history: Sequence[Mapping], final: Mapping | None = None) ->
 
 
 # ------------------------------------------------------------------------------ one input
-def patterns_on(models: Mapping[str, object], ids: Sequence[int],
-                template: str = layer_template("attn.hook_pattern")) -> dict[str, np.ndarray]:
-    """Each single-stack model's attention on the same token ids: name -> [layer, head, q_pos,
-    k_pos] (recorded, batch of one). The caller holds shared models' locks."""
-    tokens = torch.tensor([list(ids)])
+SHARED_VIEW = "decoder self-attention"  # what an encoder-decoder shares with a decoder-only model
+
+
+def attention_views(configs: Mapping[str, object]) -> tuple[list[str], str]:
+    """The kinds of attention (``explorer.sites`` labels) to draw side by side for the compared
+    models with heads (name -> config), and a sentence when some are left out ("" else).
+
+    Single-stack models only: [] (each model's one self-attention, nothing to choose).
+    Encoder-decoders only: encoder self-attention, decoder self-attention, cross-attention.
+    Both: decoder self-attention only — the one kind every model has, on the target tokens."""
+    enc_dec = [n for n, c in configs.items() if c.arch == "encoder-decoder"]
+    if not enc_dec:
+        return [], ""
+    if len(enc_dec) == len(configs):
+        return [s.label for s in sites(configs[enc_dec[0]])], ""
+    single = [n for n in configs if n not in enc_dec]
+    return [SHARED_VIEW], (
+        f"{', '.join(single)} {'reads' if len(single) == 1 else 'read'} one sequence and "
+        f"{', '.join(enc_dec)} a source and a target: the attention they share is decoder "
+        "self-attention (on the target tokens), shown here; the encoder's self-attention and "
+        "cross-attention are on the Attention page.")
+
+
+def view_site(config, view: str | None = None) -> Site:
+    """Where ``view`` (an ``attention_views`` label) is recorded in a model: an encoder-decoder's
+    site of that label; a single-stack model's one self-attention (``view`` None or the decoder
+    self-attention it shares with encoder-decoders)."""
+    found = sites(config)
+    if config.arch != "encoder-decoder":
+        if view not in (None, SHARED_VIEW):
+            raise ValueError(f"a single-stack model has no {view}")
+        return found[0]
+    for site in found:
+        if site.label == view:
+            return site
+    raise ValueError(f"pick one of {', '.join(s.label for s in found)} for an encoder-decoder, "
+                     f"not {view!r}")
+
+
+def patterns_on(models: Mapping[str, object], ids: Sequence[int], view: str | None = None,
+                src: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """Each model's attention of kind ``view`` (``view_site``) on the same input: name ->
+    [layer, head, q_pos, k_pos] (recorded, batch of one). ``ids``: the tokens (an
+    encoder-decoder's decoder input); ``src``: the source, read by encoder-decoders only. The
+    caller holds shared models' locks."""
     out = {}
     for name, model in models.items():
         cfg = model.config
+        site = view_site(cfg, view)
+        inputs = [ids]
         if cfg.arch == "encoder-decoder":
-            raise ValueError(f"{name} is an encoder-decoder: compare single-stack models here")
-        if cfg.max_positions is not None and len(ids) > cfg.max_positions:
+            if src is None:
+                raise ValueError(f"{name} is an encoder-decoder: the input needs a source")
+            inputs = [src, ids]
+        if cfg.max_positions is not None and max(len(x) for x in inputs) > cfg.max_positions:
             raise ValueError(f"{name}: {cfg.scheme.length_limit(cfg)}; use at most "
                              f"{cfg.max_positions} tokens")
-        names = [template.format(l=l) for l in range(cfg.n_layers)]
+        names = [site.name(layer, "hook_pattern") for layer in range(cfg.n_layers)]
         device = next(model.parameters()).device
-        out[name] = record(model, tokens.to(device), names=names).stack_layers(template)[:, 0].numpy()
+        rec = record(model, *[torch.tensor([list(x)], device=device) for x in inputs], names=names)
+        out[name] = rec.stack_layers(site.name("{l}", "hook_pattern"))[:, 0].numpy()
     return out
 
 
-def head_roles(models: Mapping[str, object], task=None, **score_kw) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Head roles of each model (``score_model``: the same probes for all) -> (wide, long).
+def head_roles(models: Mapping[str, object], task=None, view: str | None = None,
+               **score_kw) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Head roles of each model -> (wide, long): single-stack models through ``score_model`` (the
+    same probes for all); encoder-decoders through ``explorer.head_table`` on the ``view``'s
+    stack (self-attention scored on the shared task's validation examples; ValueError saying why
+    for cross-attention or without a shared task).
 
     wide: layer, head, one label column per model ("" where the model has no such head), and
     ``differs`` (True where the labels are not all the same). long: every score of every head,
     with a ``model`` column (for the CSV)."""
     frames = []
     for name, model in models.items():
-        df = score_model(model, task, **score_kw)
+        if model.config.arch == "encoder-decoder":
+            if task is None:
+                raise ValueError("an encoder-decoder's heads are scored on the validation examples "
+                                 "of a task, and these models share none")
+            df = head_table(model, task, view_site(model.config, view),
+                            **{k: v for k, v in score_kw.items() if k == "n_examples"})
+        else:
+            df = score_model(model, task, **score_kw)
         df.insert(0, "model", name)
         frames.append(df)
     long = pd.concat(frames, ignore_index=True)
@@ -355,7 +412,7 @@ def cost_frame(models: Mapping[str, object], pos: int | None = None) -> pd.DataF
                                        "d_model", "kv_bytes_per_token", "kv_bytes", "pos"])
 
 
-__all__ = ["Basis", "CURVE_METRICS", "MAX_MODELS", "MIN_MODELS", "common_basis", "cost_frame",
+__all__ = ["Basis", "CURVE_METRICS", "MAX_MODELS", "MIN_MODELS", "attention_views", "common_basis", "cost_frame",
            "curves_frame", "grad_norm_frame", "head_roles", "history_summary", "layer_grad_norms",
            "length_frame", "loss_spikes", "model_inputs", "next_token_batch", "patterns_on", "position_frame",
-           "suggest", "task_batch"]
+           "suggest", "task_batch", "view_site"]
