@@ -24,30 +24,30 @@ side, pair = st.tabs(["Side by side", "Train a pair"], key="cmp_tab", on_change=
 refs = {r.path: r for r in available_models()}
 
 
-def attention_panels(named: dict, ids: list, tokens: list, task) -> None:
-    """The same layer/head of every model with heads, their every-head grids and head roles."""
-    names, models_key = list(named), uc.key(named)
+def attention_panels(named: dict, inp, task) -> None:
+    """The same layer/head of every model with heads (of one kind of attention for
+    encoder-decoders: ``uc.attention_view``), their every-head grids and head roles."""
+    names, at = list(named), (uc.key(named), inp.key)
     st.subheader("Attention on the same input")
-    pats = or_stop(lambda: uc.patterns(named, ids))
+    view = uc.attention_view(named)
+    site = cmp.view_site(next(iter(named.values())).config, view)
+    qt, kt = inp.side(site.q_side), inp.side(site.k_side)  # source tokens where it reads the source
+    pats = or_stop(lambda: uc.patterns(named, inp.ids, inp.src_ids, view))
     l_col, h_col = st.columns(2)
     layer = choice(l_col, "Layer", range(min(p.shape[0] for p in pats.values())), "cmp_layer")
     head = choice(h_col, "Head", range(min(p.shape[1] for p in pats.values())), "cmp_head")
+    what = f"{view} " if view else ""
     for col, n in zip(column_pairs(len(names)), names):
         with col:
-            show(cache.figure_for((models_key, tuple(ids), n, layer, head), viz.head_heatmap,
-                                  pats[n][layer, head], tokens, title=f"{n}: L{layer} H{head}"),
-                 f"cmp_head_{n}", data=lambda p=pats[n][layer, head]: viz.pattern_frame(p, tokens, tokens))
+            show(cache.figure_for((*at, view, n, layer, head), viz.head_heatmap, pats[n][layer, head],
+                                  qt, kt, title=f"{n}: {what}L{layer} H{head}"),
+                 f"cmp_head_{n}", data=lambda p=pats[n][layer, head]: viz.pattern_frame(p, qt, kt))
     for col, n in zip(column_pairs(len(names)), names):
         with col:
-            show(cache.figure_for((models_key, tuple(ids), n, layer, head), viz.heads_grid, pats[n],
-                                  tokens, tokens, selected=(layer, head), title=f"{n}: every head"),
-                 f"cmp_grid_{n}", data=lambda p=pats[n]: viz.pattern_frame(p, tokens, tokens))
-
-    st.subheader("Head roles (orange: the models differ)")
-    wide, long = uc.roles(named, task)
-    show(cache.figure_for((models_key, task is not None), viz.head_role_grid, wide, names), "cmp_roles",
-         data=long)
-    st.dataframe(uc.differs_style(wide), hide_index=True)
+            show(cache.figure_for((*at, view, n, layer, head), viz.heads_grid, pats[n], qt, kt,
+                                  selected=(layer, head), title=f"{n}: {what}every head"),
+                 f"cmp_grid_{n}", data=lambda p=pats[n]: viz.pattern_frame(p, qt, kt))
+    uc.roles_panel(named, task, view)
 
 
 with pair:
@@ -79,13 +79,13 @@ with side:
         st.stop()
     named = uc.load_named(refs, chosen)
     basis = or_stop(lambda: cmp.common_basis([(n, lm.ckpt) for n, lm in named.items()]))
-    first, names, models_key = next(iter(named.values())), list(named), uc.key(named)
+    first, names, models_key = uc.input_model(named), list(named), uc.key(named)
     task = cache.task_of(first) if basis.kind == "task" else None
     st.caption(f"One input for all: {basis.sentence()}.")
     if (inp := model_input(first, "cmp", cap=cmp.input_cap([lm.config for lm in named.values()]))) is None:
         st.stop()
     ids, tokens, src = list(inp.ids), list(inp.tokens), inp.src_ids
-    st.session_state["cmp_ids"] = ids  # the one input every model read
+    st.session_state["cmp_ids"], st.session_state["cmp_src"] = ids, src  # the one input every model read
 
     st.subheader("Training")
     curves, gradients = uc.training(named)
@@ -100,17 +100,8 @@ with side:
                               title="Gradient norm per block, mean over training"), "cmp_grad_bars", data=bars)
         show(cache.figure_for(models_key, viz.grad_norm_heatmap, grads), "cmp_grads", data=every)
 
-    # a recurrent network (the Train page's RNN / LSTM / GRU) has no heads, an encoder-decoder
-    # three kinds of attention: they join the curves, the per-position and per-length losses and
-    # the cost, not the attention panels
-    left_out = {n: uc.attention_left_out(lm) for n, lm in named.items()}
-    attending = {n: lm for n, lm in named.items() if left_out[n] is None}
-    for n, why in left_out.items():
-        if why is not None:
-            st.info(f"**{n}**: {why[0].upper()}{why[1:]}. It is left out of the attention and "
-                    "head-role panels and compared in the others.")
-    if attending:
-        attention_panels(attending, ids, tokens, task)
+    if attending := uc.with_heads(named):  # a recurrent network has no heads
+        attention_panels(attending, inp, task)
 
     st.subheader("Loss and accuracy per position" + ("" if task else " (on the input above)"))
     pos = uc.positions(named, task, ids, src)

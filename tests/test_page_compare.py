@@ -158,31 +158,107 @@ def test_two_imported_folders_compare_on_their_tokenizer(tmp_path, monkeypatch) 
     assert list(at.dataframe[-1].value["model"]) == ["gpt2-a", "gpt2-b"]
 
 
-def test_an_encoder_decoder_pair_compares_in_every_panel_but_attention(tmp_path, monkeypatch) -> None:
-    """A pair on a seq2seq task (copy, reverse, sort, translate: encoder-decoders, offered by the
-    form): its curves, loss per position on the task's examples and its cost are compared; the
-    attention panels say where its encoder, decoder and cross-attention are shown (was: the page
-    stopped at 'is an encoder-decoder' below the curves)."""
-    from tfviz.analysis.compare import position_frame, task_batch
+def train_copy_models(tmp_path, archs: dict) -> list[str]:
+    """Tiny models (2 steps) on the copy task, one per name -> arch ("encoder-decoder" with
+    pre/post-norm by name, or "decoder"), saved in ``tmp_path``; their paths in that order."""
     from tfviz.tasks import make_task
     from tfviz.train import TrainConfig, model_config_for, new_model, train
 
-    task = make_task({"name": "copy", "seed": 0})
     tc = TrainConfig(steps=2, batch_size=4, warmup=0, eval_every=0, eval_examples=4,
                      snapshot_every=0, checkpoint_every=0, device="cpu")
-    for norm in ("pre", "post"):
-        cfg = model_config_for(task, arch="encoder-decoder", pos="sinusoidal", n_layers=1,
-                               n_heads=2, d_model=16, norm=norm)
-        train(new_model(cfg, 0), task, tc, checkpoint=tmp_path / f"copy-{norm}")
-    paths = [str(tmp_path / f"copy-{n}.safetensors") for n in ("pre", "post")]
+    for name, arch in archs.items():
+        task = make_task({"name": "copy", "seed": 0, "arch": arch})
+        cfg = model_config_for(task, arch=arch, pos="sinusoidal", n_layers=2, n_heads=2, d_model=16,
+                               norm="post" if name.endswith("post") else "pre")
+        train(new_model(cfg, 0), task, tc, checkpoint=tmp_path / name)
+    return [str(tmp_path / f"{n}.safetensors") for n in archs]
+
+
+def recorded(model, names: list[str], ids, src=None):
+    """An independent recording of ``names`` on the input (the source first for encoder-decoders)."""
+    import torch
+
+    import tfviz
+
+    xs = [torch.tensor([list(x)]) for x in ([ids] if src is None else [src, ids])]
+    rec = tfviz.record(model, *xs, names=names)
+    return np.stack([rec[n][0].numpy() for n in names])  # [layer, head, q_pos, k_pos]
+
+
+VIEWS = {"encoder self-attention": ("encoder", "attn", "src", "src"),
+         "decoder self-attention": ("decoder", "attn", "tgt", "tgt"),
+         "cross-attention": ("decoder", "cross_attn", "tgt", "src")}
+
+
+def test_an_encoder_decoder_pair_compares_in_every_panel(tmp_path, monkeypatch) -> None:
+    """A pair on a seq2seq task (copy, reverse, sort, translate: encoder-decoders, offered by the
+    form): its curves, loss per position on the task's examples and its cost are compared, and its
+    encoder self-attention, decoder self-attention and cross-attention side by side — each
+    heatmap and every tile of each grid what an independent recording gives on the one input,
+    labelled with the source's tokens where it reads the source (was: left out of the attention
+    panels, 'its encoder, decoder and cross-attention are on the Attention page')."""
+    from tfviz.analysis.compare import position_frame, task_batch
+    from tfviz.model.hooks import hook_name
+    from tfviz.tasks import make_task
+    from tfviz.viz.theme import position_labels
+    from tfviz.viz.tiles import tile, tiled_axis
+
+    paths = train_copy_models(tmp_path, {"copy-pre": "encoder-decoder", "copy-post": "encoder-decoder"})
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
     at = open_page("compare", cmp_models=paths)
     assert not at.error, [e.value for e in at.error]
-    assert "encoder-decoder" in " ".join(i.value for i in at.info)
     cks = {n: load_checkpoint(p) for n, p in zip(("copy-pre", "copy-post"), paths)}
+    ids, src = ([int(i) for i in at.session_state[k]] for k in ("cmp_ids", "cmp_src"))
+    tok = cks["copy-pre"].tokenizer
+    labels = {"src": tok.tokens_of(src), "tgt": tok.tokens_of(ids)}
+    assert labels["src"] != labels["tgt"]  # the target starts with [BOS]: the axes tell them apart
+    assert at.selectbox(key="cmp_view").options == ["encoder self-attention", "decoder self-attention",
+                                                    "cross-attention (decoder → source)"]
+    for view, (stack, attention, q_side, k_side) in VIEWS.items():
+        at.selectbox(key="cmp_view").set_value(view).run()
+        ok(at)
+        for n, ck in cks.items():
+            want = recorded(ck.model, [hook_name(layer, f"{attention}.hook_pattern", stack)
+                                       for layer in range(2)], ids, src)
+            head = next(t for t in chart(at, f"cmp_head_{n}")["data"] if t["type"] == "heatmap")
+            np.testing.assert_allclose(arr(head["z"]), want[0, 0], atol=1e-6)
+            assert head["x"] == position_labels(labels[k_side], "key")
+            assert head["y"] == position_labels(labels[q_side], "query")
+            grid = next(t for t in chart(at, f"cmp_grid_{n}")["data"] if t["type"] == "heatmap")
+            np.testing.assert_allclose(arr(grid["z"]), tile(want), atol=1e-6)  # every head
+            assert grid["x"] == tiled_axis(["H0", "H1"], position_labels(labels[k_side], "key"))["categories"]
+        if attention == "attn":  # head roles of that stack's self-attention
+            assert list(at.dataframe[0].value.columns) == ["layer", "head", "copy-pre", "copy-post", "differs"]
+        else:
+            assert "No head roles here: head roles are scored on self-attention" in " ".join(
+                i.value for i in at.info)
+    task = make_task({"name": "copy", "seed": 0})
     want = position_frame({n: ck.model for n, ck in cks.items()}, task_batch(task))
     got = {t["name"]: arr(t["y"]) for t in chart(at, "cmp_pos_loss")["data"]}
     for n in cks:
         np.testing.assert_allclose(got[n], want[want["model"] == n]["loss"], rtol=1e-5)
     cost = at.dataframe[-1].value
     assert list(cost["model"]) == list(cks) and (cost["step_ms"] > 0).all()
+
+
+def test_a_decoder_beside_an_encoder_decoder_shows_the_attention_they_share(tmp_path, monkeypatch) -> None:
+    """A decoder-only model and an encoder-decoder with one tokenizer: the page says that decoder
+    self-attention is the one kind they share and shows it (the input from the encoder-decoder,
+    so that it has a source; the decoder reads its target tokens); no choice of attention, and
+    head roles say why they are not scored."""
+    from tfviz.model.hooks import hook_name
+
+    paths = train_copy_models(tmp_path, {"copy-dec": "decoder", "copy-ed": "encoder-decoder"})
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    at = open_page("compare", cmp_models=paths)
+    assert not at.error, [e.value for e in at.error]
+    infos = " ".join(i.value for i in at.info)
+    assert ("copy-dec reads one sequence and copy-ed a source and a target: the attention they "
+            "share is decoder self-attention (on the target tokens)") in infos
+    assert "No head roles here: an encoder-decoder's heads are scored on the validation examples" in infos
+    assert not [s for s in at.selectbox if s.key == "cmp_view"]
+    ids, src = ([int(i) for i in at.session_state[k]] for k in ("cmp_ids", "cmp_src"))
+    for n, p, stack, source in (("copy-dec", paths[0], "", None), ("copy-ed", paths[1], "decoder", src)):
+        want = recorded(load_checkpoint(p).model, [hook_name(0, "attn.hook_pattern", stack)], ids, source)
+        np.testing.assert_allclose(arr(chart(at, f"cmp_head_{n}")["data"][0]["z"]), want[0, 0], atol=1e-6)
+    assert list(at.dataframe[-1].value["model"]) == ["copy-dec", "copy-ed"]

@@ -11,6 +11,7 @@ from . import cache
 from .figures import show
 from .jobs import job_manager, my_jobs, trained_dir
 from .models import load_model, locked
+from .widgets import choice
 
 PAIR_JOBS = "_cmp_pair_jobs"  # session state: the job ids of the pair this session started last
 
@@ -41,24 +42,79 @@ def training(named: dict):
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _patterns(keys: tuple, ids: tuple, _named: dict):
+def _patterns(keys: tuple, ids: tuple, src: tuple | None, view: str | None, _named: dict):
     with locked(_named.values()):
-        return cmp.patterns_on(_models(_named), list(ids))
+        return cmp.patterns_on(_models(_named), list(ids), view, None if src is None else list(src))
 
 
-def patterns(named: dict, ids) -> dict:
-    """name -> [layer, head, q_pos, k_pos] on the one input (``cmp.patterns_on``)."""
-    return _patterns(_keys(named), tuple(ids), named)
+def patterns(named: dict, ids, src=None, view: str | None = None) -> dict:
+    """name -> [layer, head, q_pos, k_pos] of the ``view`` kind of attention on the one input
+    (``cmp.patterns_on``; ``src``: its source, for encoder-decoders)."""
+    return _patterns(_keys(named), tuple(ids), None if src is None else tuple(src), view, named)
 
 
 @st.cache_data(max_entries=16, show_spinner="Scoring every head of every model…")
-def _roles(keys: tuple, _named: dict, _task):
+def _roles(keys: tuple, view: str | None, _named: dict, _task):
     with locked(_named.values()):
-        return cmp.head_roles(_models(_named), _task)
+        return cmp.head_roles(_models(_named), _task, view)
 
 
-def roles(named: dict, task):
-    return _roles(_keys(named), named, task)
+def roles(named: dict, task, view: str | None = None):
+    """``cmp.head_roles`` (ValueError saying why when an encoder-decoder's cannot be scored)."""
+    return _roles(_keys(named), view, named, task)
+
+
+def roles_panel(named: dict, task, view: str | None = None) -> None:
+    """The head roles of the models side by side (their differences shaded), or the sentence
+    saying why there are none for this kind of attention."""
+    from tfviz import viz
+
+    st.subheader("Head roles (orange: the models differ)")
+    try:
+        wide, long = roles(named, task, view)
+    except ValueError as e:
+        return st.info(f"No head roles here: {e}.")
+    show(cache.figure_for((key(named), task is not None, view), viz.head_role_grid, wide, list(named)),
+         "cmp_roles", data=long)
+    st.dataframe(differs_style(wide), hide_index=True)
+
+
+def input_model(named: dict):
+    """The model whose input widgets give the one input: the first encoder-decoder when the set
+    has one (its input carries a source; single-stack models read its target tokens), else the
+    first model."""
+    return next((lm for lm in named.values() if getattr(lm.config, "arch", None) == "encoder-decoder"),
+                next(iter(named.values())))
+
+
+VIEW_TITLES = {"cross-attention": "cross-attention (decoder → source)"}
+
+
+def attention_view(named: dict) -> str | None:
+    """The kind of attention the panels show (``cmp.attention_views``): None for single-stack
+    models (each one's self-attention); for encoder-decoders, the "Attention" selector's pick; a
+    set that mixes both gets decoder self-attention and the sentence saying why."""
+    views, note = cmp.attention_views({n: lm.config for n, lm in named.items()})
+    if note:
+        st.info(note)
+    if len(views) < 2:
+        return views[0] if views else None
+    return choice(st, "Attention", views, "cmp_view", format_func=lambda v: VIEW_TITLES.get(v, v))
+
+
+def with_heads(named: dict) -> dict:
+    """The models the attention panels can show, after a note for each one left out (a recurrent
+    network has no heads: it is compared in the other panels)."""
+    from .picker import missing_view
+
+    out = {}
+    for n, lm in named.items():
+        if (why := missing_view(lm, "self_attention")) is None:
+            out[n] = lm
+        else:
+            st.info(f"**{n}**: {why[0].upper()}{why[1:]}. It is left out of the attention and "
+                    "head-role panels and compared in the others.")
+    return out
 
 
 @st.cache_data(max_entries=16, show_spinner="Loss and accuracy per position…")
@@ -170,20 +226,6 @@ def default_models(refs: dict, selected: str | None) -> list[str]:
     cards = {p: c for p in refs if (c := cache.card(p)) is not None}
     return cmp.suggest(cards, selected)
 
-
-
-def attention_left_out(lm) -> str | None:
-    """Why the model is left out of the page's attention panels (one stack's self-attention on
-    the one input), or None: a recurrent network has no heads; an encoder-decoder has three kinds
-    of attention, which the Attention page shows."""
-    from .picker import missing_view
-
-    if (why := missing_view(lm, "self_attention")) is not None:
-        return why
-    if getattr(lm.config, "arch", None) == "encoder-decoder":
-        return ("it is an encoder-decoder: its encoder, decoder and cross-attention are on the "
-                "Attention page")
-    return None
 
 
 def load_named(refs: dict, chosen) -> dict:
