@@ -26,7 +26,6 @@ import pandas as pd
 import torch
 
 from ..model.families import kind_of
-from ..recording import record
 from ..tasks.base import IGNORE, Batch, collate
 from .cost import kv_cache_bytes, recurrent_state_bytes
 from .explorer import Site, head_table, sites
@@ -270,10 +269,9 @@ def patterns_on(models: Mapping[str, object], ids: Sequence[int], view: str | No
         if cfg.max_positions is not None and max(len(x) for x in inputs) > cfg.max_positions:
             raise ValueError(f"{name}: {cfg.scheme.length_limit(cfg)}; use at most "
                              f"{cfg.max_positions} tokens")
-        names = [site.name(layer, "hook_pattern") for layer in range(cfg.n_layers)]
         device = next(model.parameters()).device
-        rec = record(model, *[torch.tensor([list(x)], device=device) for x in inputs], names=names)
-        out[name] = rec.stack_layers(site.name("{l}", "hook_pattern"))[:, 0].numpy()
+        out[name] = site.patterns(model, *[torch.tensor([list(x)], device=device)
+                                           for x in inputs])[:, 0].numpy()
     return out
 
 

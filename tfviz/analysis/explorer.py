@@ -55,6 +55,12 @@ class Site:
     def is_self(self) -> bool:
         return self.q_side == self.k_side
 
+    def patterns(self, model, *inputs):
+        """Every layer's attention pattern of this site on ``inputs`` (the model's forward
+        arguments: tokens, or src and tokens): [layer, batch, head, q_pos, k_pos], recorded."""
+        names = [self.name(layer, "hook_pattern") for layer in range(model.config.n_layers)]
+        return record(model, *inputs, names=names).stack_layers(self.name("{l}", "hook_pattern"))
+
 
 def sites(config) -> list[Site]:
     """The attention kinds of a model: one for decoder/encoder models, three for encoder-decoder."""
@@ -374,10 +380,8 @@ def head_table(model, task, site: Site, *, n_examples: int = 64, tokenizer=None,
         if task is None:
             raise ValueError("this model has no task to draw example inputs from")
         b = collate(task.examples("validation")[:n_examples], task.tokenizer.pad_id)
-        names = [site.name(layer, "hook_pattern") for layer in range(cfg.n_layers)]
-        rec = record(model, b.src, b.tokens, names=names)
         tokens = b.src if site.q_side == "src" else b.tokens
-        df = head_scores(rec.stack_layers(site.name("{l}", "hook_pattern")), tokens,
+        df = head_scores(site.patterns(model, b.src, b.tokens), tokens,
                          causal=site.causal, window=cfg.window, global_tokens=cfg.global_tokens,
                          pad_id=cfg.pad_id)
         df.attrs["inputs"] = {"all": f"{len(b.tokens)} {task.name} validation examples"}
