@@ -87,7 +87,8 @@ def perturb(model, seed: int = 0, scale: float = 0.05) -> None:
 
 
 def build(kind: str, folder: Path, seed: int = 0, **overrides):
-    """Write a folder of ``kind`` (gpt2, gpt2-untied, bert, bert-base, llama, mistral, qwen2) and
+    """Write a folder of ``kind`` (gpt2, gpt2-untied, bert, bert-untied, bert-base, llama, mistral,
+    qwen2) and
     return the transformers model (eval, eager attention, float32)."""
     import transformers as tf
     tf.utils.logging.disable_progress_bar()  # no "Writing model shards" bars in the test log
@@ -104,8 +105,9 @@ def build(kind: str, folder: Path, seed: int = 0, **overrides):
         vocab = bert_tokenizer(folder)
         cfg = tf.BertConfig(num_hidden_layers=2, num_attention_heads=4, hidden_size=64,
                             intermediate_size=96, vocab_size=vocab, max_position_embeddings=40,
-                            type_vocab_size=2, pad_token_id=0, **overrides)
-        model = (tf.BertForMaskedLM if kind == "bert" else tf.BertModel)(cfg)
+                            type_vocab_size=2, pad_token_id=0,
+                            **{"tie_word_embeddings": kind != "bert-untied", **overrides})
+        model = (tf.BertModel if kind == "bert-base" else tf.BertForMaskedLM)(cfg)
     else:
         vocab = llama_tokenizer(folder)
         config_cls, model_cls = {"llama": (tf.LlamaConfig, tf.LlamaForCausalLM),

@@ -26,7 +26,7 @@ import tfviz  # noqa: E402
 from tfviz.cli import main as cli  # noqa: E402
 from tfviz.interop import ModelFolderError, from_pretrained, list_models, to_hf  # noqa: E402
 
-FAMILIES = {"gpt2": "gpt2", "gpt2-untied": "gpt2", "bert": "bert", "bert-base": "bert",
+FAMILIES = {"gpt2": "gpt2", "gpt2-untied": "gpt2", "bert": "bert", "bert-untied": "bert", "bert-base": "bert",
             "llama": "llama", "mistral": "llama", "qwen2": "llama"}
 LOGITS_TOL, PATTERN_TOL, HIDDEN_TOL = 1e-4, 1e-5, 1e-4
 MEASURED: dict[str, dict[str, float]] = {}  # kind -> max |difference|, printed at the end (-s)
@@ -87,6 +87,46 @@ def test_bert_token_types(folders):
     types[:, 7:] = 1  # sentence B
     MEASURED["bert, token types"] = _compare(ck, hf, ids, types)
     assert ck.config.n_token_types == 2 and ck.config.head == "mlm" and ck.config.embed_norm
+
+
+def test_bert_untied_head_reads_the_decoders_own_bias(folders, tmp_path):
+    """Untied, transformers' logits use cls.predictions.decoder.weight and .bias (its
+    cls.predictions.bias is never read); tied, decoder.bias *is* cls.predictions.bias."""
+    folder, hf = folders["bert-untied"]
+    p = hf.cls.predictions
+    assert p.decoder.bias is not p.bias and float((p.decoder.bias - p.bias).detach().abs().max()) > 0.05
+    ck = from_pretrained(folder)
+    assert not ck.config.tie_embeddings and ck.config.head == "mlm"
+    torch.testing.assert_close(ck.model.unembed.bias, p.decoder.bias.detach(), atol=0, rtol=0)
+    # the unused-weights check sees the untied head's tensors: one missing is refused, not skipped
+    from safetensors.torch import load_file, save_file
+    bad = _copy(folders, "bert-untied", tmp_path / "no-decoder-bias")
+    tensors = load_file(bad / "model.safetensors")
+    del tensors["cls.predictions.decoder.bias"]
+    save_file(tensors, bad / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelFolderError, match="no cls.predictions.decoder.weight and .bias"):
+        from_pretrained(bad)
+    # the same file with a config saying tied: transformers 5 ties only what the file holds equal,
+    # so here it keeps the decoder's own weight and bias; tfviz reads the same (and notes it)
+    import transformers
+    said_tied = _copy(folders, "bert-untied", tmp_path / "says-tied")
+    _edit_config(said_tied, tie_word_embeddings=True)
+    ref = transformers.BertForMaskedLM.from_pretrained(str(said_tied), attn_implementation="eager").eval()
+    ck = from_pretrained(said_tied)
+    assert not ck.config.tie_embeddings and "keeps them apart" in ck.meta["extra"]["imported"]["notes"][0]
+    MEASURED["bert, config says tied"] = _compare(ck, ref, _ids(ck))
+
+
+def test_gpt2_config_saying_tied_with_a_different_lm_head(folders, tmp_path):
+    """transformers 5 keeps an lm_head that differs from the embeddings even when config.json
+    says tied; tfviz does the same instead of silently using the embeddings."""
+    import transformers
+    folder = _copy(folders, "gpt2-untied", tmp_path / "says-tied")
+    _edit_config(folder, tie_word_embeddings=True)
+    ref = transformers.GPT2LMHeadModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    ck = from_pretrained(folder)
+    assert not ck.config.tie_embeddings
+    MEASURED["gpt2, config says tied"] = _compare(ck, ref, _ids(ck))
 
 
 def test_llama_family_options(folders):

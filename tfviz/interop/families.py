@@ -37,10 +37,17 @@ class Adapter:
     prefixes: tuple[str, ...] = ("",)     # where the base model sits in a task model's names
     anchor = ""                           # a tensor every checkpoint of the family has (unprefixed)
     ignored: tuple[str, ...] = ()         # regexes of tensors tfviz has no use for
+    tied_copies: tuple[str, ...] = ()     # ... with a tied head: copies of the embeddings (equal)
 
     @classmethod
     def model_config(cls, hf: dict, w: Weights) -> tuple[ModelConfig, list[str]]:
         raise NotImplementedError
+
+    @classmethod
+    def ignored_for(cls, cfg: ModelConfig) -> tuple[str, ...]:
+        """The tensors this model may leave unread: ``ignored``, plus what a tied head makes a copy
+        (``tied_copies``). An untied head must read its own tensors, so none of them is hidden."""
+        return cls.ignored + (cls.tied_copies if cfg.tie_embeddings else ())
 
     @classmethod
     def state_dict(cls, cfg: ModelConfig, w: Weights) -> Iterator[tuple[str, torch.Tensor]]:
@@ -74,15 +81,29 @@ class Adapter:
             raise ModelFolderError(f"config.json: {key}={value!r} must be a number")
         return kind(value)
 
-    @staticmethod
-    def tied(hf: dict, w: Weights, default: bool, notes: list[str]) -> bool:
+    @classmethod
+    def tied(cls, hf: dict, w: Weights, default: bool, notes: list[str]) -> bool:
         """Whether the logits read the token embeddings back out: config.json's
-        ``tie_word_embeddings`` (``default`` when absent), or a folder without ``lm_head`` (noted)."""
+        ``tie_word_embeddings`` (``default`` when absent), or a folder without ``lm_head`` (noted);
+        not when the folder holds an lm_head that differs from the embeddings (``untie``)."""
         tie = bool(hf.get("tie_word_embeddings", default))
         if not tie and "lm_head.weight" not in w:
             tie = True
             notes.append("the folder has no lm_head: logits read the token embeddings back out (tied)")
-        return tie
+        return tie and not cls.untie(w, "lm_head.weight", cls.prefix(w) + cls.anchor, notes)
+
+    @staticmethod
+    def untie(w: Weights, copy: str, source: str, notes: list[str]) -> bool:
+        """True when config.json says tied but the folder holds ``copy`` with other values than
+        ``source``: transformers 5 then keeps both as stored (``PreTrainedModel.tie_weights``),
+        so tfviz reads ``copy`` too (noted). False when only config.json is read (discovery)."""
+        if not hasattr(w, "get") or copy not in w or source not in w:
+            return False
+        if torch.equal(w.get(copy), w.get(source)):
+            return False
+        notes.append(f"config.json says tie_word_embeddings, but {copy} differs from {source}: "
+                     "transformers keeps them apart, and so does tfviz (untied)")
+        return True
 
     @staticmethod
     def linear(w: Weights, name: str, cfg: ModelConfig, out: int, transpose: bool = False):
@@ -124,8 +145,8 @@ class GPT2(Adapter):
     architectures = ("GPT2LMHeadModel", "GPT2Model")
     prefixes = ("transformer.", "")
     anchor = "wte.weight"
-    ignored = (r"(transformer\.)?h\.\d+\.attn\.(masked_)?bias",  # causal-mask buffers (old files)
-               r"lm_head\.weight")  # with tied embeddings it is wte again
+    ignored = (r"(transformer\.)?h\.\d+\.attn\.(masked_)?bias",)  # causal-mask buffers (old files)
+    tied_copies = (r"lm_head\.weight",)  # with tied embeddings it is wte again
 
     @classmethod
     def model_config(cls, hf, w):
@@ -177,9 +198,14 @@ class Bert(Adapter):
     architectures = ("BertForMaskedLM", "BertModel", "BertForPreTraining")
     prefixes = ("bert.", "")
     anchor = "embeddings.word_embeddings.weight"
+    # The logits are cls.predictions.decoder(h): its weight and bias. Tied (tie_word_embeddings,
+    # and equal where both are saved), transformers makes decoder.weight the word embeddings and
+    # decoder.bias cls.predictions.bias; untied, cls.predictions.bias is a parameter its forward
+    # never reads. So the bias read is decoder.bias where the folder has it, else cls.predictions.bias.
     ignored = (r"(bert\.)?embeddings\.position_ids", r"(bert\.)?pooler\..*",  # the [CLS] pooler
                r"cls\.seq_relationship\..*",  # next-sentence head (BertForPreTraining)
-               r"cls\.predictions\.decoder\.(weight|bias)")  # tied: word embeddings / cls.predictions.bias
+               r"cls\.predictions\.bias")  # read only without decoder.bias (see above)
+    tied_copies = (r"cls\.predictions\.decoder\.weight",)
 
     @classmethod
     def model_config(cls, hf, w):
@@ -191,10 +217,12 @@ class Bert(Adapter):
             raise cls.refuse("is_decoder / add_cross_attention", "tfviz reads BERT as an encoder")
         notes = []
         mlm = "cls.predictions.transform.dense.weight" in w
-        tie = bool(hf.get("tie_word_embeddings", True))
-        if mlm and not tie and "cls.predictions.decoder.weight" not in w:
+        said_tied = bool(hf.get("tie_word_embeddings", True))
+        if mlm and not said_tied and not all(f"cls.predictions.decoder.{x}" in w for x in ("weight", "bias")):
             raise ModelFolderError(f"{w.folder.path}: tie_word_embeddings is false but the folder has "
-                                   "no cls.predictions.decoder.weight")
+                                   "no cls.predictions.decoder.weight and .bias (the untied head's own)")
+        tie = said_tied and not (mlm and cls.untie(w, "cls.predictions.decoder.weight",
+                                                   cls.prefix(w) + cls.anchor, notes))
         if not mlm:
             tie = True
             notes.append("no masked-LM head in this folder (a BertModel): logits read the token "
@@ -233,7 +261,7 @@ class Bert(Adapter):
             c = "cls.predictions."
             yield from _named("head_transform.dense", cls.linear(w, c + "transform.dense", cfg, d))
             yield from _named("head_transform.ln", _layernorm(w, c + "transform.LayerNorm"))
-            yield "unembed.bias", w.get(w.first(c + "bias", c + "decoder.bias") or c + "bias")
+            yield "unembed.bias", w.get(w.first(c + "decoder.bias", c + "bias") or c + "bias")
             if not cfg.tie_embeddings:
                 yield "unembed.weight", w.get(c + "decoder.weight")
 
@@ -249,8 +277,8 @@ class Llama(Adapter):
                      "Qwen2ForCausalLM", "Qwen2Model")
     prefixes = ("model.", "")
     anchor = "embed_tokens.weight"
-    ignored = (r"(model\.)?layers\.\d+\.self_attn\.rotary_emb\.inv_freq",  # computed, old files
-               r"lm_head\.weight")  # with tied embeddings it is embed_tokens again
+    ignored = (r"(model\.)?layers\.\d+\.self_attn\.rotary_emb\.inv_freq",)  # computed, old files
+    tied_copies = (r"lm_head\.weight",)  # with tied embeddings it is embed_tokens again
 
     @classmethod
     def rope(cls, hf: dict) -> float:
@@ -362,7 +390,9 @@ def adapter_for(hf: dict) -> type[Adapter]:
     return MODEL_TYPES[model_type]
 
 
-def unused(w: Weights, family: type[Adapter]) -> list[str]:
-    """Tensors of the folder that the mapping did not read and that are not known to be unneeded."""
-    pattern = re.compile("|".join(f"(?:{r})" for r in family.ignored)) if family.ignored else None
+def unused(w: Weights, family: type[Adapter], cfg: ModelConfig) -> list[str]:
+    """Tensors of the folder that the mapping did not read and that are not known to be unneeded
+    for this model (``Adapter.ignored_for(cfg)``: a tied head's copies, never an untied head's own)."""
+    ignored = family.ignored_for(cfg)
+    pattern = re.compile("|".join(f"(?:{r})" for r in ignored)) if ignored else None
     return [n for n in w.names() if n not in w.used and not (pattern and pattern.fullmatch(n))]

@@ -45,7 +45,7 @@ def from_pretrained(path: str | os.PathLike, *, max_bytes: int | None = None,
         except ValueError as e:  # ModelConfig's own checks: still about this folder's config.json
             raise ModelFolderError(f"{folder.path}: {e}") from None
         state = dict(family.state_dict(cfg, w))
-        left = unused(w, family)
+        left = unused(w, family, cfg)
     if left:
         raise ModelFolderError(
             f"{folder.path}: {len(left)} weight(s) that the {family.label} mapping does not use "
