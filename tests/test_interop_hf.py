@@ -371,7 +371,8 @@ def test_local_size_limit_from_the_environment_and_the_cli(folders, tmp_path, mo
 
 
 # ------------------------------------------------------------------------------------ out
-def _gpt2_shaped(seed: int, **kw) -> tfviz.Transformer:
+def _tiny(seed: int, **kw) -> tfviz.Transformer:
+    """A small random tfviz model (GPT-2-shaped unless kw say otherwise), every parameter perturbed."""
     torch.manual_seed(seed)
     cfg = tfviz.ModelConfig(**{**dict(vocab_size=97, d_model=32, n_heads=4, n_layers=2, max_len=24,
                                       pad_id=None), **kw})
@@ -380,26 +381,84 @@ def _gpt2_shaped(seed: int, **kw) -> tfviz.Transformer:
     return model
 
 
-@pytest.mark.parametrize("kw", [dict(activation="gelu_new", tie_embeddings=True),
-                                dict(activation="gelu", tie_embeddings=False, layer_norm_eps=1e-6)])
-def test_to_hf_round_trip(tmp_path, kw):
-    model = _gpt2_shaped(7, **kw)
+LLAMA_SHAPED = dict(pos="rope", normalization="rmsnorm", activation="swiglu", bias=False)
+BERT_SHAPED = dict(arch="encoder", norm="post", embed_norm=True, head="mlm")
+EXPORTS = {  # name -> (tfviz options, the transformers class it becomes)
+    "gpt2 tied": (dict(activation="gelu_new", tie_embeddings=True), "GPT2LMHeadModel"),
+    "gpt2 untied": (dict(activation="gelu", tie_embeddings=False, layer_norm_eps=1e-6), "GPT2LMHeadModel"),
+    "llama gqa interleaved": (dict(LLAMA_SHAPED, n_kv_heads=2), "LlamaForCausalLM"),
+    "llama half tied": (dict(LLAMA_SHAPED, rope_pairs="half", tie_embeddings=True, rope_base=500.0,
+                             layer_norm_eps=1e-6), "LlamaForCausalLM"),
+    "llama mqa biases": (dict(LLAMA_SHAPED, n_kv_heads=1, bias=True), "LlamaForCausalLM"),
+    "bert token types": (dict(BERT_SHAPED, n_token_types=2, tie_embeddings=True, layer_norm_eps=1e-12), "BertForMaskedLM"),
+    "bert no types untied": (dict(BERT_SHAPED, activation="gelu_new"), "BertForMaskedLM"),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPORTS))
+def test_to_hf_round_trip(tmp_path, name):
+    """tfviz -> to_hf -> save_pretrained -> transformers' from_pretrained: the same logits; ->
+    tfviz.from_pretrained: the same logits again, and the same weights bit for bit (RoPE with
+    interleaved pairs comes back half-split: q and k rows permuted, the same function)."""
+    import transformers
+    kw, cls = EXPORTS[name]
+    model = _tiny(7, **kw)
     hf = to_hf(model)
+    assert type(hf).__name__ == cls and not hf.training
     ids = torch.randint(0, 97, (2, 11), generator=torch.Generator().manual_seed(1))
     ids[:, 4] = 0
     with torch.no_grad():
-        torch.testing.assert_close(hf(ids).logits, model(ids), atol=1e-5, rtol=0)
+        want = model(ids)
+        torch.testing.assert_close(hf(ids).logits, want, atol=1e-5, rtol=0)
     hf.save_pretrained(str(tmp_path / "out"))
+    reloaded = getattr(transformers, cls).from_pretrained(str(tmp_path / "out")).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(ids).logits, want, atol=1e-5, rtol=0)
     back = from_pretrained(tmp_path / "out")
     assert back.tokenizer is None and "no tokenizer.json" in back.meta["extra"]["imported"]["notes"][-1]
-    assert back.config.activation == kw["activation"] and back.config.tie_embeddings == kw["tie_embeddings"]
-    torch.testing.assert_close(back.model(ids), model(ids), atol=1e-5, rtol=0)
+    cfg = back.config
+    assert (cfg.arch, cfg.pos, cfg.normalization, cfg.activation, cfg.n_kv_heads, cfg.bias, cfg.tie_embeddings) == (
+        model.config.arch, model.config.pos, model.config.normalization, model.config.activation,
+        model.config.n_kv_heads, model.config.bias, model.config.tie_embeddings)
+    with torch.no_grad():
+        torch.testing.assert_close(back.model(ids), want, atol=1e-5, rtol=0)
+    ours, theirs = model.state_dict(), back.model.state_dict()
+    permuted = model.config.pos == "rope" and model.config.rope_pairs != "half"
+    for key, value in ours.items():
+        if permuted and "W_qkv" in key:
+            continue
+        assert torch.equal(theirs[key], value), key  # bit for bit
+    if not model.config.n_token_types and model.config.arch == "encoder":  # one token type, zeros
+        assert cfg.n_token_types == 1 and not theirs["token_type_embed.weight"].any()
 
 
-def test_to_hf_names_what_gpt2_cannot_express():
-    model = _gpt2_shaped(0, pos="rope", normalization="rmsnorm", n_kv_heads=2, bias=False)
-    with pytest.raises(ValueError, match=r"cannot be written as GPT-2: pos='rope' \(GPT-2 has learned "
-                                         r"positions\); normalization='rmsnorm'.*n_kv_heads=2.*bias=False"):
+def test_to_hf_names_what_no_family_can_express():
+    model = _tiny(0, pos="alibi", normalization="rmsnorm", n_kv_heads=2, bias=False)
+    with pytest.raises(ValueError, match=r"cannot be written as GPT-2: pos='alibi' \(GPT-2 has learned "
+                                         r"positions\); normalization='rmsnorm'.*n_kv_heads=2.*bias=False"
+                                         r".* — nor as BERT: arch='decoder'.*— nor as Llama-family: "
+                                         r"pos='alibi' \(Llama rotates q and k: pos='rope'\); activation='gelu'"):
+        to_hf(model)
+    with pytest.raises(ValueError, match="a sliding window"):
+        to_hf(_tiny(0, **LLAMA_SHAPED, window=4))
+    with pytest.raises(ValueError, match="embed_norm=False"):
+        to_hf(_tiny(0, **dict(BERT_SHAPED, embed_norm=False)))
+
+
+def test_to_hf_refuses_an_export_that_would_read_back_differently(monkeypatch):
+    """The export checks itself: a config transformers would write differently, or logits that
+    differ, are refused rather than written."""
+    from tfviz.interop import families
+    model = _tiny(3, **LLAMA_SHAPED)
+    real = families.Llama.hf_config.__func__
+    monkeypatch.setattr(families.Llama, "hf_config",
+                        classmethod(lambda cls, cfg: {**real(cls, cfg), "rms_norm_eps": 1e-3}))
+    with pytest.raises(ValueError, match=r"would read back as another model \(layer_norm_eps: 1e-05 -> 0.001\)"):
+        to_hf(model)
+    monkeypatch.undo()
+    monkeypatch.setattr(families.Llama, "canonical", classmethod(lambda cls, cfg, state: (
+        cfg.replace(rope_pairs="half"), state)))  # "forgets" to permute q and k
+    with pytest.raises(ValueError, match="logits differ from tfviz's"):
         to_hf(model)
 
 
@@ -410,7 +469,7 @@ def _bertviz_format_attention(attention):
 
 
 def test_to_bertviz_single_stack():
-    model = _gpt2_shaped(1)
+    model = _tiny(1)
     ids = torch.randint(0, 97, (1, 9), generator=torch.Generator().manual_seed(2))
     rec = tfviz.record(model, ids)
     out = rec.to_bertviz([f"t{i}" for i in range(9)])

@@ -3,7 +3,7 @@
     from_pretrained(path)  a save_pretrained folder / hub-cache entry -> tfviz Checkpoint (load.py)
     import_folder(path, out)  ... written as a tfviz checkpoint (``python -m tfviz import``)
     list_models()          the model folders on this machine, cheaply (discover.py)
-    to_hf(model)           a GPT-2-shaped tfviz model -> transformers' GPT2LMHeadModel (export.py)
+    to_hf(model)           a tfviz model -> transformers: GPT-2, Llama or BERT (export.py)
 Families (one adapter each, families.py): GPT-2, BERT, Llama (and Mistral / Qwen2 configs).
 bertviz takes ``Recording.to_bertviz()`` directly.
 """

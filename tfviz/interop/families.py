@@ -24,6 +24,7 @@ from collections.abc import Iterator
 import torch
 
 from ..model import ModelConfig
+from ..model.positional import ROTARY_PAIRS
 from .folder import ModelFolderError, Weights
 
 
@@ -36,12 +37,36 @@ class Adapter:
     architectures: tuple[str, ...] = ()   # what config.json's "architectures" may say
     prefixes: tuple[str, ...] = ("",)     # where the base model sits in a task model's names
     anchor = ""                           # a tensor every checkpoint of the family has (unprefixed)
-    ignored: tuple[str, ...] = ()         # regexes of tensors tfviz has no use for
+    ignored: tuple[str, ...] = ()         # regexes of tensors tfviz has no use for (on export: left
+                                          # as transformers initialised them)
     tied_copies: tuple[str, ...] = ()     # ... with a tied head: copies of the embeddings (equal)
 
     @classmethod
     def model_config(cls, hf: dict, w: Weights) -> tuple[ModelConfig, list[str]]:
         raise NotImplementedError
+
+    # ------------------------------------------------------------ out (tfviz.interop.export)
+    exports_as = ""                       # the transformers class a tfviz model is written as
+
+    @classmethod
+    def problems(cls, cfg: ModelConfig) -> list[str]:
+        """What keeps a tfviz config from being this family (empty: it is one)."""
+        return [f"tfviz does not write {cls.label}"]
+
+    @classmethod
+    def hf_config(cls, cfg: ModelConfig) -> dict:
+        """config.json's settings (with "model_type") for a config without ``problems``."""
+        raise NotImplementedError
+
+    @classmethod
+    def canonical(cls, cfg: ModelConfig, state: dict) -> tuple[ModelConfig, dict]:
+        """The same function in the family's own layout (e.g. RoPE pairs permuted): the config
+        and state dict that ``model_config`` / ``state_dict`` read back from the exported folder."""
+        return cfg, state
+
+    @staticmethod
+    def check(checks: list[tuple[bool, str]]) -> list[str]:
+        return [why for ok, why in checks if not ok]
 
     @classmethod
     def ignored_for(cls, cfg: ModelConfig) -> tuple[str, ...]:
@@ -96,8 +121,9 @@ class Adapter:
     def untie(w: Weights, copy: str, source: str, notes: list[str]) -> bool:
         """True when config.json says tied but the folder holds ``copy`` with other values than
         ``source``: transformers 5 then keeps both as stored (``PreTrainedModel.tie_weights``),
-        so tfviz reads ``copy`` too (noted). False when only config.json is read (discovery)."""
-        if not hasattr(w, "get") or copy not in w or source not in w:
+        so tfviz reads ``copy`` too (noted). False when there are no values to compare (discovery
+        reads config.json alone; an export traces names)."""
+        if getattr(w, "traced", False) or not hasattr(w, "get") or copy not in w or source not in w:
             return False
         if torch.equal(w.get(copy), w.get(source)):
             return False
@@ -169,6 +195,32 @@ class GPT2(Adapter):
             layer_norm_eps=cls.number(hf, "layer_norm_epsilon", 1e-5, float))
         return cfg, notes
 
+    exports_as = "GPT2LMHeadModel"
+
+    @classmethod
+    def problems(cls, cfg):
+        return cls.check([
+            (cfg.arch == "decoder", f"arch={cfg.arch!r} (GPT-2 is a decoder)"),
+            (cfg.pos == "learned", f"pos={cfg.pos!r} (GPT-2 has learned positions)"),
+            (cfg.norm == "pre", f"norm={cfg.norm!r} (GPT-2 is pre-norm)"),
+            (cfg.normalization == "layernorm", f"normalization={cfg.normalization!r} (GPT-2 uses LayerNorm)"),
+            (cfg.activation in ("gelu", "gelu_new"), f"activation={cfg.activation!r} (GPT-2: gelu or gelu_new)"),
+            (cfg.n_kv_heads == cfg.n_heads, f"n_kv_heads={cfg.n_kv_heads} (GPT-2 has one key/value head per head)"),
+            (cfg.bias, "bias=False (GPT-2 has biases in every linear layer)"),
+            (not cfg.attn_only, "attn_only=True (every GPT-2 block has an MLP)"),
+            (cfg.window is None and not cfg.global_tokens, "a sliding window (GPT-2 attends to every earlier token)"),
+            (cfg.head == "linear", f"head={cfg.head!r} (GPT-2's head is one linear map)"),
+            (not cfg.embed_norm, "embed_norm=True (GPT-2 has no norm on the embeddings)"),
+            (not cfg.n_token_types, "token types (GPT-2 has none)")])
+
+    @classmethod
+    def hf_config(cls, cfg):
+        return dict(model_type="gpt2", vocab_size=cfg.vocab_size, n_positions=cfg.max_len, n_embd=cfg.d_model,
+                    n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=cfg.d_ff, activation_function=cfg.activation,
+                    layer_norm_epsilon=cfg.layer_norm_eps, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
+                    attn_pdrop=cfg.dropout, tie_word_embeddings=cfg.tie_embeddings, bos_token_id=None,
+                    eos_token_id=None, pad_token_id=None)
+
     @classmethod
     def state_dict(cls, cfg, w):
         p = cls.prefix(w)
@@ -237,6 +289,42 @@ class Bert(Adapter):
             layer_norm_eps=cls.number(hf, "layer_norm_eps", 1e-12, float), embed_norm=True,
             n_token_types=cls.number(hf, "type_vocab_size", 2), head="mlm" if mlm else "linear")
         return cfg, notes
+
+    exports_as = "BertForMaskedLM"
+
+    @classmethod
+    def problems(cls, cfg):
+        return cls.check([
+            (cfg.arch == "encoder", f"arch={cfg.arch!r} (BERT is an encoder)"),
+            (cfg.pos == "learned", f"pos={cfg.pos!r} (BERT has learned positions)"),
+            (cfg.norm == "post", f"norm={cfg.norm!r} (BERT is post-norm)"),
+            (cfg.normalization == "layernorm", f"normalization={cfg.normalization!r} (BERT uses LayerNorm)"),
+            (cfg.activation in ACTIVATION_NAMES.values(), f"activation={cfg.activation!r} (BERT: "
+             f"{', '.join(sorted(set(ACTIVATION_NAMES.values())))})"),
+            (cfg.n_kv_heads == cfg.n_heads, f"n_kv_heads={cfg.n_kv_heads} (BERT has one key/value head per head)"),
+            (cfg.bias, "bias=False (BERT has biases in every linear layer)"),
+            (not cfg.attn_only, "attn_only=True (every BERT layer has an MLP)"),
+            (cfg.window is None and not cfg.global_tokens, "a sliding window (BERT attends to every token)"),
+            (cfg.head == "mlm", f"head={cfg.head!r} (BertForMaskedLM's head is 'mlm': dense, activation, "
+             "norm, unembedding with a bias)"),
+            (cfg.embed_norm, "embed_norm=False (BERT has a LayerNorm on the embeddings)")])
+
+    @classmethod
+    def hf_config(cls, cfg):
+        return dict(model_type="bert", vocab_size=cfg.vocab_size, hidden_size=cfg.d_model,
+                    num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+                    intermediate_size=cfg.d_ff, hidden_act=cfg.activation, max_position_embeddings=cfg.max_len,
+                    type_vocab_size=cfg.n_token_types, layer_norm_eps=cfg.layer_norm_eps,
+                    hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout,
+                    tie_word_embeddings=cfg.tie_embeddings, position_embedding_type="absolute",
+                    pad_token_id=cfg.pad_id if cfg.pad_id is not None else 0)
+
+    @classmethod
+    def canonical(cls, cfg, state):
+        """A model without token types is a BERT whose one token type embeds as zeros."""
+        if cfg.n_token_types:
+            return cfg, state
+        return cfg.replace(n_token_types=1), {**state, "token_type_embed.weight": torch.zeros(1, cfg.d_model)}
 
     @classmethod
     def state_dict(cls, cfg, w):
@@ -343,6 +431,51 @@ class Llama(Adapter):
             layer_norm_eps=cls.number(hf, "rms_norm_eps", 1e-6, float))
         return cfg, notes
 
+    exports_as = "LlamaForCausalLM"
+
+    @classmethod
+    def problems(cls, cfg):
+        return cls.check([
+            (cfg.arch == "decoder", f"arch={cfg.arch!r} (Llama is a decoder)"),
+            (cfg.pos == "rope", f"pos={cfg.pos!r} (Llama rotates q and k: pos='rope')"),
+            (cfg.norm == "pre", f"norm={cfg.norm!r} (Llama is pre-norm)"),
+            (cfg.normalization == "rmsnorm", f"normalization={cfg.normalization!r} (Llama uses RMSNorm)"),
+            (cfg.activation == "swiglu", f"activation={cfg.activation!r} (Llama's MLP is SwiGLU)"),
+            (not cfg.attn_only, "attn_only=True (every Llama layer has an MLP)"),
+            (cfg.window is None and not cfg.global_tokens, "a sliding window (Llama attends to every earlier token)"),
+            (cfg.head == "linear", f"head={cfg.head!r} (Llama's head is one linear map)"),
+            (not cfg.embed_norm, "embed_norm=True (Llama has no norm on the embeddings)"),
+            (not cfg.n_token_types, "token types (Llama has none)")])
+
+    @classmethod
+    def hf_config(cls, cfg):
+        return dict(model_type="llama", vocab_size=cfg.vocab_size, hidden_size=cfg.d_model,
+                    intermediate_size=cfg.d_ff, num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+                    num_key_value_heads=cfg.n_kv_heads, hidden_act="silu", max_position_embeddings=cfg.max_len,
+                    rms_norm_eps=cfg.layer_norm_eps, rope_theta=float(cfg.rope_base),
+                    attention_bias=cfg.bias, mlp_bias=cfg.bias, attention_dropout=cfg.dropout,
+                    tie_word_embeddings=cfg.tie_embeddings, bos_token_id=None, eos_token_id=None,
+                    pad_token_id=None)
+
+    @classmethod
+    def canonical(cls, cfg, state):
+        """Llama rotates half-split pairs: a model trained with another pairing (tfviz's own:
+        interleaved) is the same function with each head's q and k dimensions reordered so that
+        its pair i lands on (i, i + d_head/2) — q.k is unchanged by permuting both alike."""
+        if cfg.rope_pairs == "half":
+            return cfg, state
+        perm = rope_permutation(cfg.rope_pairs, "half", cfg.d_head)
+        hq, hkv = cfg.n_heads * cfg.d_head, cfg.n_kv_heads * cfg.d_head
+        rows = torch.cat([h * cfg.d_head + perm for h in range(cfg.n_heads + cfg.n_kv_heads)]
+                         + [torch.arange(hq + hkv, hq + 2 * hkv)])  # q heads, k heads; v unchanged
+        state = dict(state)
+        for i in range(cfg.n_layers):
+            for part in ("weight", "bias"):
+                name = f"stack.blocks.{i}.attn.W_qkv.{part}"
+                if name in state:
+                    state[name] = state[name][rows]
+        return cfg.replace(rope_pairs="half"), state
+
     @classmethod
     def state_dict(cls, cfg, w):
         p = cls.prefix(w)
@@ -365,6 +498,15 @@ class Llama(Adapter):
         yield "stack.ln_final.weight", w.get(p + "norm.weight")
         if not cfg.tie_embeddings:
             yield "unembed.weight", w.get("lm_head.weight")
+
+
+def rope_permutation(source: str, target: str, d_head: int) -> torch.Tensor:
+    """[d_head] indices: dimension j of a head under pairing ``target`` is dimension perm[j] under
+    ``source`` (``positional.ROTARY_PAIRS``), so that pair i stays pair i."""
+    (a1, a2), (b1, b2) = ROTARY_PAIRS[source].pair_dims(d_head), ROTARY_PAIRS[target].pair_dims(d_head)
+    perm = torch.empty(d_head, dtype=torch.long)
+    perm[b1], perm[b2] = a1, a2
+    return perm
 
 
 def _named(name: str, pair) -> Iterator[tuple[str, torch.Tensor]]:
