@@ -157,6 +157,28 @@ def test_greedy_generation_with_the_kv_cache_matches_generate(folders, kind):
     assert got.tolist() == want.tolist()
 
 
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_left_padded_batch_generation_matches_generate(folders, kind):
+    """A left-padded batch with its mask: every row equals transformers' generate on the same
+    padded batch (attention_mask = not padding) and that row generated alone; without the mask an
+    imported model (pad_id=None) reads its pads and does not."""
+    folder, hf = folders[kind]
+    ck = from_pretrained(folder)
+    g = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(1, ck.config.vocab_size - 3, (n,), generator=g).tolist() for n in (7, 3, 5)]
+    n = max(map(len, prompts))
+    ids = torch.tensor([[0] * (n - len(p)) + p for p in prompts])
+    mask = ids.new_tensor([[True] * (n - len(p)) + [False] * len(p) for p in prompts], dtype=torch.bool)
+    gen = dict(max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=0)
+    want = hf.generate(ids, attention_mask=(~mask).long(), **gen)
+    got = ck.model.generate(ids, 10, padding_mask=mask)
+    assert got.tolist() == want.tolist()
+    for row, p in zip(got, prompts):
+        alone = hf.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long), **gen)
+        assert row[n - len(p):].tolist() == alone[0].tolist()
+    assert ck.model.generate(ids, 10).tolist() != want.tolist()
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "bert", "llama"])
 def test_tokenizer_gives_the_files_ids(folders, kind):
     from tokenizers import Tokenizer as HFTokenizer

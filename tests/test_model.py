@@ -170,6 +170,48 @@ def test_generate_with_and_without_cache_agree():
         assert torch.equal(s1, s2)
 
 
+def _left_padded(prompts, pad):
+    n = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (n - len(p)) + p for p in prompts])
+    return ids, torch.tensor([[True] * (n - len(p)) + [False] * len(p) for p in prompts])
+
+
+@pytest.mark.parametrize("kw", [dict(pos="learned"), dict(pos="sinusoidal"), dict(pos="rope"),
+                                dict(pos="rope", rope_pairs="half", n_kv_heads=2), dict(pos="alibi"),
+                                dict(pos="t5"), dict(pos="rope", window=3), dict(pos="none")])
+def test_left_padded_batch_generates_each_row_as_alone(kw):
+    """generate(padding_mask=...): a row of a left-padded batch never attends to its pads and
+    counts its positions from its own first token, so it gives what it gives alone (greedy,
+    token for token), with and without the cache."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=40, d_model=32, n_heads=4, n_layers=2, max_len=32,
+                                    pad_id=None, **kw)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    prompts = [[5, 9, 3, 7, 2, 8, 1], [4, 6], [11, 12, 13, 14]]
+    ids, mask = _left_padded(prompts, pad=0)
+    out = model.generate(ids, 8, padding_mask=mask)
+    assert torch.equal(out, model.generate(ids, 8, padding_mask=mask, use_cache=False))
+    for row, prompt in zip(out, prompts):
+        alone = model.generate(torch.tensor([prompt]), 8)[0]
+        assert row[ids.shape[1] - len(prompt):].tolist() == alone.tolist()
+
+
+def test_padding_mask_in_generate_is_checked():
+    model = make("decoder", "learned", 1)
+    ids, mask = _left_padded([[5, 6, 7], [8]], pad=0)
+    with pytest.raises(ValueError, match="pad the prompts on the left"):
+        model.generate(ids, 2, padding_mask=mask.flip(1))
+    with pytest.raises(ValueError, match="shaped like the prompt"):
+        model.generate(ids, 2, padding_mask=mask[:, 1:])
+    with pytest.raises(ValueError, match="all padding"):
+        model.generate(ids, 2, padding_mask=torch.ones_like(mask))
+    enc_dec = make("encoder-decoder", "learned", 1)
+    with pytest.raises(ValueError, match="for decoder-only transformers"):
+        enc_dec.generate(ids, 2, src=ids, padding_mask=mask)
+
+
 def test_top_k_one_is_greedy():
     model = make("decoder", "alibi", 1)
     x = inputs(model, batch=2, T=3)[0]

@@ -69,23 +69,50 @@ class Step:
     done: bool              # every row has produced eos_id: no further step follows
 
 
+def check_left_padding(config, prompt: torch.Tensor, padding_mask: torch.Tensor | None) -> None:
+    """ValueError unless ``padding_mask`` (True = padding, shaped like ``prompt``) pads the prompts
+    on the left only, for a decoder-only transformer: each row's new tokens follow its last token."""
+    if padding_mask is None:
+        return
+    if config.arch != "decoder" or getattr(config, "FAMILY", None) != "transformer":
+        raise ValueError("padding_mask (a left-padded batch of prompts) is for decoder-only "
+                         "transformers; pass each prompt alone")
+    if not isinstance(padding_mask, torch.Tensor) or padding_mask.dtype != torch.bool \
+            or padding_mask.shape != prompt.shape:
+        raise ValueError("padding_mask must be a bool tensor shaped like the prompt (True = padding)")
+    if bool((padding_mask[:, 1:] & ~padding_mask[:, :-1]).any()):
+        raise ValueError("padding_mask: pad the prompts on the left (the pads first, then the prompt), "
+                         "so that every row's new tokens follow its own last token")
+
+
 def decode(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
            temperature: float = 0.0, top_k: int | None = None, use_cache: bool = True,
            eos_id: int | None = None, generator: torch.Generator | None = None,
-           forward: Callable[..., torch.Tensor] | None = None) -> Iterator[Step]:
+           forward: Callable[..., torch.Tensor] | None = None,
+           padding_mask: torch.Tensor | None = None) -> Iterator[Step]:
     """Yield one :class:`Step` per new token (see the module docstring), after
     ``check_generation``. ``forward(*inputs, cache=cache) -> logits`` replaces ``model(...)``
     (e.g. a recording forward); logits are moved to the prompt's device before sampling. The
-    caller chooses eval mode and gradients."""
+    caller chooses eval mode and gradients. ``padding_mask`` [batch, pos] (True = padding): a
+    left-padded batch of prompts, each row computed as if alone (its pads never attended to, its
+    positions counted from its first real token); without the cache, each step recomputes the
+    whole sequence into a fresh cache, so both ways give the same tokens."""
     check_generation(model.config, prompt.shape[1], max_new_tokens, temperature, top_k,
                      src is not None)
+    check_left_padding(model.config, prompt, padding_mask)
     forward = forward or model
     inputs = (src,) if src is not None else ()
     cache = model.new_cache() if use_cache else None
     out, step_in = prompt, prompt
     done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    for _ in range(max_new_tokens):
-        logits = forward(*inputs, step_in if use_cache else out, cache=cache)[:, -1].float()
+    for step in range(max_new_tokens):
+        kw = {}
+        if padding_mask is not None and (step == 0 or not use_cache):
+            kw["padding_mask"] = torch.cat([padding_mask, padding_mask.new_zeros(
+                prompt.shape[0], out.shape[1] - prompt.shape[1])], dim=1).to(prompt.device)
+            if not use_cache:
+                cache = model.new_cache()  # recompute everything: the same numbers as no cache
+        logits = forward(*inputs, step_in if use_cache else out, cache=cache, **kw)[:, -1].float()
         logits = logits.to(prompt.device)
         nxt = sample_next(logits, temperature, top_k, generator)
         if eos_id is not None:
@@ -134,14 +161,21 @@ class ModelAPI:
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
                  temperature: float = 0.0, top_k: int | None = None, use_cache: bool = True,
-                 eos_id: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+                 eos_id: int | None = None, generator: torch.Generator | None = None,
+                 padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Extend ``prompt`` [batch, pos] by up to ``max_new_tokens`` tokens -> [batch, pos + new].
 
         temperature 0 = greedy; otherwise sample from softmax(logits / temperature), restricted to
         the ``top_k`` most likely tokens when given. Encoder-decoder: pass ``src``; ``prompt`` is
         the decoder's start (e.g. [[BOS]]). With ``use_cache`` each step feeds only the newest
         token (a recurrent model's cache is its hidden state). Rows that produced ``eos_id``
-        continue with eos_id; all done = stop."""
+        continue with eos_id; all done = stop.
+
+        A batch of prompts of different lengths (decoder-only transformers): pad them on the left
+        and pass ``padding_mask`` [batch, pos] (True = padding; transformers' attention_mask is
+        its negation). Each row then gives what it gives alone: pads are never attended to and
+        its positions count from its own first token (learned, sinusoidal and RoPE alike)."""
         check_tokens(self.config, prompt, "prompt")
         return generate(self, prompt, max_new_tokens, src=src, temperature=temperature, top_k=top_k,
-                        use_cache=use_cache, eos_id=eos_id, generator=generator)
+                        use_cache=use_cache, eos_id=eos_id, generator=generator,
+                        padding_mask=padding_mask)

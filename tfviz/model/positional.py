@@ -3,6 +3,8 @@
 A scheme may do any of three things, each given absolute positions (a KV cache shifts them):
     embed(positions)            -> [pos, d_model]       added to the token embeddings
     rotary(positions)           -> (cos, sin) [pos, d_head/2]   rotates q and k (``rotate``)
+    (positions may also be [batch, pos], one row each: a left-padded batch in generation; then
+    embed gives [batch, pos, d_model] and rotary [batch, pos, d_head/2])
     score_bias(q_pos, k_pos)    -> [head, q_pos, k_pos]  added to q.k/sqrt(d_head)
 and ``tables(n)`` returns its input-independent tables for the Positional page.
 The stack calls these once per forward; every layer reuses the result.
@@ -27,18 +29,19 @@ from torch import nn
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate interleaved pairs (x_2i, x_2i+1) of the last dim of x [batch, pos, head, d_head] by
-    (cos, sin) [pos, d_head/2]."""
+    (cos, sin) [pos, d_head/2] (or [batch, pos, d_head/2])."""
     x2 = x.unflatten(-1, (-1, 2))  # [batch, pos, head, d_head/2, 2]
     x0, x1 = x2[..., 0], x2[..., 1]
-    c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # [pos, 1, d_head/2]
+    c, s = cos[..., None, :].to(x.dtype), sin[..., None, :].to(x.dtype)  # [(batch,) pos, 1, d_head/2]
     return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1).flatten(-2)
 
 
 def apply_rotary_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate half-split pairs (x_i, x_i+d/2) of x [batch, pos, head, d_head] by (cos, sin)
-    [pos, d_head/2]: Llama's ``x * cos + rotate_half(x) * sin`` with rotate_half(x) = [-x2, x1]."""
+    [pos, d_head/2] (or [batch, pos, d_head/2]): Llama's ``x * cos + rotate_half(x) * sin`` with
+    rotate_half(x) = [-x2, x1]."""
     x0, x1 = x.chunk(2, dim=-1)  # [batch, pos, head, d_head/2] each
-    c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # [pos, 1, d_head/2]
+    c, s = cos[..., None, :].to(x.dtype), sin[..., None, :].to(x.dtype)  # [(batch,) pos, 1, d_head/2]
     return torch.cat([x0 * c - x1 * s, x1 * c + x0 * s], dim=-1)
 
 
@@ -166,8 +169,8 @@ class Sinusoidal(Positional):
         return math.sqrt(cfg.d_model)
 
     def embed(self, positions: torch.Tensor) -> torch.Tensor:
-        angles = positions.to(torch.float64)[:, None] * self.inv_freq[None, :]  # [pos, d_model/2]
-        pe = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # sin, cos interleaved
+        angles = positions.to(torch.float64)[..., None] * self.inv_freq  # [(batch,) pos, d_model/2]
+        pe = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # sin, cos interleaved
         return pe.to(torch.get_default_dtype())
 
     def tables(self, n: int) -> dict[str, torch.Tensor]:
@@ -226,7 +229,7 @@ class RoPE(Positional):
             )
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        return positions.to(torch.float64)[:, None] * self.inv_freq[None, :]  # [pos, d_head/2]
+        return positions.to(torch.float64)[..., None] * self.inv_freq  # [(batch,) pos, d_head/2]
 
     def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a = self.angles(positions)

@@ -58,10 +58,15 @@ class Stack(nn.Module):
         B, T, _ = tok_emb.shape
         offset = cache.length if cache is not None else 0
         positions = torch.arange(offset, offset + T, device=tok_emb.device)
+        row_positions = positions  # [pos], or [batch, pos] when a left-padded row starts later
+        if cache is not None:  # the cache remembers which keys were padding, and each row's lead
+            key_is_pad = cache.add_padding(key_is_pad, B, T, tok_emb.device)
+            if cache.lead is not None:
+                row_positions = (positions[None, :] - cache.lead[:, None]).clamp(min=0)
         x = self.hook_embed(tok_emb * self.embed_scale if self.embed_scale != 1.0 else tok_emb)
         if type_emb is not None:  # BERT's order: (token + type) + position
             x = x + self.hook_token_type_embed(type_emb)
-        pe = self.pos.embed(positions)
+        pe = self.pos.embed(row_positions)
         if pe is not None:  # [pos, d_model], broadcast over the batch (expanded only to record it)
             pe = pe.to(x.dtype)
             x = x + (self.hook_pos_embed(pe.expand(B, T, -1)) if self.hook_pos_embed.active else pe)
@@ -71,7 +76,8 @@ class Stack(nn.Module):
             x = self.drop(x)
         mask = MaskSpec(causal=self.causal, window=self.cfg.window, n_global=self.cfg.global_tokens,
                         key_is_pad=key_is_pad, q_offset=offset)
-        ctx = AttnContext(mask, self.pos.rotary(positions), rotate=self.pos.rotate)
+        # Relative biases (ALiBi, T5) read index distances: a row's lead cancels out of them.
+        ctx = AttnContext(mask, self.pos.rotary(row_positions), rotate=self.pos.rotate)
         if self.pos.adds_bias:
             k_positions = positions if offset == 0 else torch.arange(offset + T, device=tok_emb.device)
             ctx = AttnContext(mask, ctx.rotary, self.pos.score_bias, positions, k_positions,
@@ -229,7 +235,12 @@ class Transformer(ModelAPI, nn.Module):
             raise ValueError("an encoder sees the whole input at once: there is nothing to cache")
         self._check_tokens(tokens, "tokens", cache.length if cache is not None else 0)
         self._check_token_types(tokens, token_types)
-        return (None if cache is not None else self._pads(tokens, padding_mask, cfg.causal),)
+        if cache is not None and cache.length:  # later steps: the new tokens are real, never padding
+            if padding_mask is not None:
+                raise ValueError("padding_mask goes with the prompt (the first step); the tokens "
+                                 "generated after it are never padding")
+            return (None,)
+        return (self._pads(tokens, padding_mask, cfg.causal),)
 
     def forward(self, *inputs: torch.Tensor, padding_mask: torch.Tensor | None = None,
                 cache: KVCache | None = None, pads: tuple[torch.Tensor | None, ...] | None = None,
