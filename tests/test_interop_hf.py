@@ -59,7 +59,7 @@ def _compare(ck, hf, ids, token_types=None) -> dict[str, float]:
                             for l, a in enumerate(out.attentions))}
     # hidden_states[l] enters block l; the last one leaves the stack (after the final norm).
     ours = [rec[f"blocks.{l}.hook_resid_pre"] for l in range(L)]
-    ours.append(rec["ln_final.hook_normalized"] if ck.config.norm == "pre" else rec[f"blocks.{L - 1}.hook_resid_post"])
+    ours.append(rec["ln_final.hook_out"] if ck.config.norm == "pre" else rec[f"blocks.{L - 1}.hook_resid_post"])
     diffs["hidden"] = max(float((a - b).abs().max()) for a, b in zip(ours, out.hidden_states))
     if hasattr(out, "logits"):
         diffs["logits"] = float((rec.output - out.logits).abs().max())

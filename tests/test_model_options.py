@@ -34,20 +34,54 @@ def _ids(n: int = 9, batch: int = 2, seed: int = 1) -> torch.Tensor:
 
 def test_gelu_new_is_the_tanh_formula():
     model = _model(activation="gelu_new")
-    rec = record(model, _ids(), names=["blocks.0.ln2.hook_normalized", "blocks.0.mlp.hook_post"])
-    h = model.stack.blocks[0].mlp.W_in(rec["blocks.0.ln2.hook_normalized"])
+    rec = record(model, _ids(), names=["blocks.0.ln2.hook_out", "blocks.0.mlp.hook_post"])
+    h = model.stack.blocks[0].mlp.W_in(rec["blocks.0.ln2.hook_out"])
     want = 0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
     torch.testing.assert_close(rec["blocks.0.mlp.hook_post"], want, atol=1e-6, rtol=1e-5)
     assert (want - F.gelu(h)).abs().max() > 1e-6  # and it is not the exact GELU
 
 
-def test_rmsnorm_is_its_formula():
-    model = _model(normalization="rmsnorm")
-    rec = record(model, _ids(), names=["blocks.1.hook_resid_pre", "blocks.1.ln1.hook_normalized"])
-    x, g = rec["blocks.1.hook_resid_pre"], model.stack.blocks[1].ln1.weight.detach()
-    want = x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-5) * g
-    torch.testing.assert_close(rec["blocks.1.ln1.hook_normalized"], want, atol=1e-6, rtol=1e-5)
-    assert not any("ln1.bias" in k for k in model.state_dict())
+@pytest.mark.parametrize("normalization", ["layernorm", "rmsnorm"])
+def test_norm_hooks_are_transformerlens_4s(normalization):
+    """TransformerLens 4.3 (NormalizationBridge): hook_scale = sqrt(var + eps) [batch, pos, 1],
+    hook_normalized = (x - mean) / scale *before* the weight and bias (RMSNorm: no mean),
+    hook_out = hook_normalized * w (+ b): the norm's output. Checked against the formula in
+    float64, independently of the model's code; recording changes no output."""
+    model = _model(normalization=normalization)
+    ln = model.stack.blocks[1].ln1
+    with torch.no_grad():  # fresh norms are ones and zeros: make weight and bias matter
+        ln.weight.add_(torch.randn(32, generator=torch.Generator().manual_seed(1)))
+        if ln_has_bias := normalization == "layernorm":
+            ln.bias.add_(torch.randn(32, generator=torch.Generator().manual_seed(2)))
+    ids = _ids()
+    names = [f"blocks.1.ln1.{h}" for h in ("hook_scale", "hook_normalized", "hook_out")]
+    rec = record(model, ids, names=["blocks.1.hook_resid_pre", *names])
+    x = rec["blocks.1.hook_resid_pre"].double()
+    centred = x - x.mean(-1, keepdim=True) if ln_has_bias else x
+    scale = torch.sqrt((centred ** 2).mean(-1, keepdim=True) + 1e-5)
+    w = ln.weight.detach().double()
+    b = ln.bias.detach().double() if ln_has_bias else 0.0
+    torch.testing.assert_close(rec["blocks.1.ln1.hook_scale"].double(), scale, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(rec["blocks.1.ln1.hook_normalized"].double(), centred / scale, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(rec["blocks.1.ln1.hook_out"].double(), centred / scale * w + b, atol=1e-5, rtol=1e-5)
+    assert (rec["blocks.1.ln1.hook_out"] - rec["blocks.1.ln1.hook_normalized"]).abs().max() > 0.1
+    with torch.no_grad():
+        assert torch.equal(rec.output, model(ids))  # recording the norm's points changes nothing
+    # a hook that replaces the normalized value (or the scale) makes the output follow it
+    handle = ln.hook_normalized.register_forward_hook(lambda m, i, out: out * 0)
+    try:
+        edited = record(model, ids, names=["blocks.1.ln1.hook_out"])["blocks.1.ln1.hook_out"]
+    finally:
+        handle.remove()
+    torch.testing.assert_close(edited.double(), (b + 0 * w).expand_as(edited).double() if ln_has_bias
+                               else torch.zeros_like(edited).double())
+    handle = ln.hook_scale.register_forward_hook(lambda m, i, out: out * 2)
+    try:
+        edited = record(model, ids, names=["blocks.1.ln1.hook_out"])["blocks.1.ln1.hook_out"]
+    finally:
+        handle.remove()
+    torch.testing.assert_close(edited.double(), centred / (2 * scale) * w + b, atol=1e-5, rtol=1e-5)
+    assert normalization == "layernorm" or not any("ln1.bias" in k for k in model.state_dict())
 
 
 def test_half_split_rope_is_interleaved_rope_on_permuted_dimensions():
@@ -83,11 +117,11 @@ def test_token_types_default_to_zero_and_are_added_before_positions():
     torch.testing.assert_close(model(ids), model(ids, token_types=zeros))
     assert not torch.allclose(model(ids), model(ids, token_types=ones))
     rec = record(model, ids, token_types=ones,
-                 names=["hook_embed", "hook_token_type_embed", "hook_pos_embed", "ln_embed.hook_normalized",
+                 names=["hook_embed", "hook_token_type_embed", "hook_pos_embed", "ln_embed.hook_out",
                         "blocks.0.hook_resid_pre"])
     x = rec["hook_embed"] + model.token_type_embed.weight[1].detach() + rec["hook_pos_embed"]
-    torch.testing.assert_close(rec["ln_embed.hook_normalized"], model.stack.ln_embed(x), atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close(rec["blocks.0.hook_resid_pre"], rec["ln_embed.hook_normalized"])
+    torch.testing.assert_close(rec["ln_embed.hook_out"], model.stack.ln_embed(x), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(rec["blocks.0.hook_resid_pre"], rec["ln_embed.hook_out"])
     with pytest.raises(ValueError, match="token_types must be in"):
         model(ids, token_types=ones * 2)
     with pytest.raises(ValueError, match="shaped like the tokens"):
@@ -98,11 +132,11 @@ def test_token_types_default_to_zero_and_are_added_before_positions():
 
 def test_mlm_head_is_dense_activation_norm_then_unembedding_with_bias():
     model = _model(arch="encoder", norm="post", head="mlm", tie_embeddings=True)
-    rec = record(model, _ids(), names=["blocks.1.hook_resid_post", "head_transform.ln.hook_normalized"])
+    rec = record(model, _ids(), names=["blocks.1.hook_resid_post", "head_transform.ln.hook_out"])
     t = model.head_transform
     h = F.gelu(t.dense(rec["blocks.1.hook_resid_post"]))
     h = F.layer_norm(h, (32,), t.ln.weight, t.ln.bias, 1e-5)
-    torch.testing.assert_close(rec["head_transform.ln.hook_normalized"], h, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(rec["head_transform.ln.hook_out"], h, atol=1e-6, rtol=1e-5)
     want = h @ model.embed.weight.detach().T + model.unembed.bias.detach()
     torch.testing.assert_close(rec.output, want, atol=1e-5, rtol=1e-5)
     assert model.unembed.weight is model.embed.weight
@@ -112,7 +146,7 @@ def test_block_level_aliases_are_the_same_tensors():
     model = _model()
     rec = record(model, _ids())
     torch.testing.assert_close(rec["blocks.0.hook_attn_out"], rec["blocks.0.attn.hook_out"], atol=0, rtol=0)
-    torch.testing.assert_close(rec["ln_final.hook_normalized"],
+    torch.testing.assert_close(rec["ln_final.hook_out"],
                                model.stack.ln_final(rec["blocks.1.hook_resid_post"]), atol=1e-6, rtol=1e-5)
 
 

@@ -90,7 +90,7 @@ def test_shapes_match_the_documented_table(options):
     model = _model(**options)
     rec = record(model, torch.randint(1, V, (3, 6)))
     dims = {"batch": 3, "pos": 6, "q_pos": 6, "k_pos": 6, "head": 4, "kv_head": model.config.n_kv_heads, "d_head": 8,
-            "d_model": 32, "d_ff": model.config.d_ff}
+            "d_model": 32, "d_ff": model.config.d_ff, "1": 1}
     for name, t in rec.items():
         doc = shape_of(name)
         want = tuple(dims[d.strip()] for d in doc.strip("[]").split(","))

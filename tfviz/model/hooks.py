@@ -31,16 +31,12 @@ HOOK_SHAPES: dict[str, str] = {
     "hook_embed": "[batch, pos, d_model]  token embeddings (x sqrt(d_model) for sinusoidal)",
     "hook_token_type_embed": "[batch, pos, d_model]  token-type (segment) embeddings added (BERT)",
     "hook_pos_embed": "[batch, pos, d_model]  additive positional vectors actually used",
-    "ln_embed.hook_normalized": "[batch, pos, d_model]  the embeddings after their norm (BERT)",
     "hook_resid_pre": "[batch, pos, d_model]  residual stream entering the block",
     "hook_resid_mid": "[batch, pos, d_model]  after self-attention",
     "hook_resid_mid_cross": "[batch, pos, d_model]  after cross-attention (encoder-decoder decoder)",
     "hook_resid_post": "[batch, pos, d_model]  leaving the block",
     "hook_attn_out": "[batch, pos, d_model]  = attn.hook_out (TransformerLens's block-level name)",
     "hook_mlp_out": "[batch, pos, d_model]  MLP output (before dropout)",
-    "ln1.hook_normalized": "[batch, pos, d_model]  output of the norm before (pre) / after (post) attention",
-    "ln_cross.hook_normalized": "[batch, pos, d_model]  output of the cross-attention's norm",
-    "ln2.hook_normalized": "[batch, pos, d_model]  output of the MLP's norm",
     "mlp.hook_post": "[batch, pos, d_ff]  the MLP's activation output (SwiGLU: silu(gate) * up)",
     "attn.hook_q": "[batch, pos, head, d_head]  queries",
     "attn.hook_k": "[batch, pos, kv_head, d_head]  keys (new positions only with a KV cache)",
@@ -52,8 +48,6 @@ HOOK_SHAPES: dict[str, str] = {
     "attn.hook_pattern": "[batch, head, q_pos, k_pos]  softmax of the scores (before dropout)",
     "attn.hook_z": "[batch, pos, head, d_head]  pattern-weighted values, per head",
     "attn.hook_out": "[batch, pos, d_model]  attention output after W_o",
-    "ln_final.hook_normalized": "[batch, pos, d_model]  the final norm's output (pre-norm models)",
-    "head_transform.ln.hook_normalized": "[batch, pos, d_model]  the mlm head's norm output (BERT)",
     # recurrent models (tfviz.model.recurrent): per layer; their encoder-decoder's additive
     # attention is ``decoder.cross_attn.hook_attn_scores / hook_pattern`` (shapes as above, head = 1)
     # and ``hook_context``: one per model, so no layer in the name
@@ -61,6 +55,16 @@ HOOK_SHAPES: dict[str, str] = {
     "hook_cell": "[batch, pos, d_hidden]  an LSTM layer's memory cell c_t after reading token t (LSTM only)",
     "attn.hook_context": "[batch, pos, d_hidden]  additive attention's context c_i = sum_j a_ij h_j (per decoder position)",
 }
+
+NORM_HOOKS = {"ln_embed": "the embeddings' norm (BERT)", "ln1": "the norm before (pre) / after (post) attention",
+              "ln_cross": "the cross-attention's norm", "ln2": "the MLP's norm",
+              "ln_final": "the final norm (pre-norm models)", "head_transform.ln": "the mlm head's norm (BERT)"}
+"""Where norms sit; each has TransformerLens 4's three points (``tfviz.model.norms``)."""
+for _norm, _what in NORM_HOOKS.items():
+    HOOK_SHAPES[f"{_norm}.hook_scale"] = f"[batch, pos, 1]  {_what}: sqrt(var + eps) (RMSNorm: sqrt(mean(x^2) + eps))"
+    HOOK_SHAPES[f"{_norm}.hook_normalized"] = (f"[batch, pos, d_model]  {_what}: (x - mean) / scale (RMSNorm: "
+                                               "x / scale), before its weight and bias")
+    HOOK_SHAPES[f"{_norm}.hook_out"] = f"[batch, pos, d_model]  {_what}: its output, normalized * weight + bias"
 
 
 def hook_name(layer: int | str | None, hook: str, stack: str = "") -> str:

@@ -1,9 +1,19 @@
 """Normalisation layers, one class each, behind one registry (``NORMS``, ``ModelConfig.normalization``).
 
-Every norm is built as ``cls(cfg)``, maps [..., d_model] -> [..., d_model] and ends in a hook point
-``hook_normalized`` (TransformerLens's name: ``blocks.0.ln1.hook_normalized`` is the norm's output,
-scale and shift applied). Where it sits (before or after each sublayer) is ``ModelConfig.norm``
-("pre" | "post"), see ``blocks.py``.
+Every norm is built as ``cls(cfg)``, maps [..., d_model] -> [..., d_model] and has TransformerLens
+4's hook points (its ``NormalizationBridge``; TransformerLens 4.3 is the version tfviz follows):
+
+    hook_scale       [batch, pos, 1]        sqrt(var(x) + eps)   (RMSNorm: sqrt(mean(x^2) + eps))
+    hook_normalized  [batch, pos, d_model]  (x - mean(x)) / scale (RMSNorm: x / scale), *before*
+                                            the weight and bias
+    hook_out         [batch, pos, d_model]  normalized * weight + bias: what the next layer reads
+
+(TransformerLens 3's ``HookedTransformer`` recorded the weighted output as ``hook_normalized``;
+that quantity is ``hook_out`` here.) The output is always the fused kernel's (``F.layer_norm``,
+or RMSNorm as Llama computes it), so recording changes no number downstream; the scale and the
+normalized value are computed beside it only while recorded, and a forward hook that replaces
+either one makes the output follow it. Where a norm sits (before or after each sublayer) is
+``ModelConfig.norm`` ("pre" | "post"), see ``blocks.py``.
 
 To add one: a class here and its line in ``NORMS``.
 """
@@ -15,6 +25,10 @@ from torch import nn
 from .hooks import HookPoint
 
 
+def _hooks(norm: nn.Module) -> None:
+    norm.hook_scale, norm.hook_normalized, norm.hook_out = HookPoint(), HookPoint(), HookPoint()
+
+
 class LayerNorm(nn.LayerNorm):
     """Ba et al. 2016: (x - mean(x)) / sqrt(var(x) + eps) * g + b over the last (d_model) axis."""
 
@@ -22,10 +36,20 @@ class LayerNorm(nn.LayerNorm):
 
     def __init__(self, cfg):
         super().__init__(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.hook_normalized = HookPoint()
+        _hooks(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.hook_normalized(super().forward(x))
+        out = super().forward(x)  # the fused kernel: the same numbers whether recorded or not
+        if self.hook_scale.active or self.hook_normalized.active:
+            h = x.float()
+            centred = h - h.mean(-1, keepdim=True)
+            scale = (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt().to(x.dtype)  # [batch, pos, 1]
+            hooked_scale = self.hook_scale(scale)
+            normalized = (centred / hooked_scale.float()).to(x.dtype)  # [batch, pos, d_model]
+            hooked = self.hook_normalized(normalized)
+            if hooked is not normalized or hooked_scale is not scale:  # a hook replaced one
+                out = hooked * self.weight + self.bias
+        return self.hook_out(out)
 
 
 class RMSNorm(nn.Module):
@@ -39,12 +63,19 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(cfg.d_model))
         self.eps = cfg.layer_norm_eps
-        self.hook_normalized = HookPoint()
+        _hooks(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.hook_normalized(self.weight * h.to(x.dtype))
+        mean_sq = h.pow(2).mean(-1, keepdim=True) + self.eps
+        normalized = (h * torch.rsqrt(mean_sq)).to(x.dtype)  # [batch, pos, d_model]
+        if self.hook_scale.active or self.hook_normalized.active:
+            scale = mean_sq.sqrt().to(x.dtype)  # [batch, pos, 1]
+            hooked_scale = self.hook_scale(scale)
+            if hooked_scale is not scale:  # a hook replaced it
+                normalized = (h / hooked_scale.float()).to(x.dtype)
+            normalized = self.hook_normalized(normalized)
+        return self.hook_out(self.weight * normalized)
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}"
