@@ -5,8 +5,14 @@ a config.json ``model_type`` to its family). An adapter knows two things about i
                                compute exactly (rope scaling, a partial rotary, ...), with notes
     state_dict(cfg, weights)   Hugging Face tensor names -> tfviz's state_dict names
 
-Every tensor of the folder must be used or named in ``ignored`` (buffers, poolers, heads tfviz
-does not show), so a weight that a mapping forgot is an error, never a silent difference.
+and, to write a tfviz model out (``tfviz.interop.export.to_hf`` runs ``state_dict`` backwards, so
+the names live in one place): ``exports_as`` (the transformers class), ``problems(cfg)`` (why a
+config is not this family), ``hf_config(cfg)`` (config.json's settings) and ``canonical`` (the
+same function in the family's layout, e.g. RoPE pairs permuted).
+
+Every tensor of the folder must be used or named in ``ignored_for(cfg)`` (buffers, poolers, heads
+tfviz does not show; a tied head's copies only when tied, checked equal), so a weight that a
+mapping forgot is an error, never a silent difference.
 Foreign conventions stay here: GPT-2's Conv1D weights are [in, out] (transposed into nn.Linear's
 [out, in]); BERT's and Llama's separate q/k/v become one W_qkv = [q; k; v]; Llama's gate/up
 become W_in = [gate; up] (tfviz's SwiGLU reads gate first); Llama's RoPE pairs dims (i, i + d/2)
