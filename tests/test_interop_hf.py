@@ -484,6 +484,32 @@ def test_to_hf_refuses_an_export_that_would_read_back_differently(monkeypatch):
         to_hf(model)
 
 
+def test_cli_export_a_shipped_checkpoint_with_its_tokenizer(tmp_path, capsys):
+    """python -m tfviz export: the shipped pos-learned model (GPT-2-shaped) becomes a folder
+    transformers opens (model and tokenizer: same logits, same ids) and tfviz imports back."""
+    import transformers
+    path = Path(__file__).resolve().parents[1] / "checkpoints" / "pos-learned.safetensors"
+    ck = tfviz.load_checkpoint(path)
+    assert cli(["export", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert "exported" in capsys.readouterr().out
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "out")).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "out"))
+    text = "the cat sat on the mat"
+    ids = ck.tokenizer.encode(text).ids
+    assert tok(text, add_special_tokens=False)["input_ids"] == ids
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        torch.testing.assert_close(hf(x).logits, ck.model.eval()(x), atol=1e-4, rtol=1e-5)
+    back = from_pretrained(tmp_path / "out")
+    assert back.tokenizer.encode(text).ids == ids and back.tokenizer.pad_id == ck.tokenizer.pad_id
+    with torch.no_grad():
+        assert torch.equal(back.model(x), ck.model(x))
+    assert cli(["export", str(path), "--out", str(tmp_path / "out")]) == 1  # never overwrites
+    assert "already exists" in capsys.readouterr().err
+    assert cli(["export", str(path.with_name("pos-rope.safetensors")), "--out", str(tmp_path / "rope")]) == 1
+    assert "cannot be written as GPT-2: pos='rope'" in capsys.readouterr().err
+
+
 def _bertviz_format_attention(attention):
     """bertviz.util.format_attention (1.4.1): each layer [1, head, q, k] squeezed and stacked."""
     assert all(len(a.shape) == 4 for a in attention)

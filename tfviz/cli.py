@@ -1,12 +1,14 @@
 """Command line: ``python -m tfviz train ...``, ``python -m tfviz info PATH``, ``python -m tfviz tasks``,
 ``python -m tfviz publish PATH`` (share a checkpoint with the class: tfviz.publish),
-``python -m tfviz import FOLDER --out NAME`` (a Hugging Face model folder as a tfviz checkpoint).
+``python -m tfviz import FOLDER --out NAME`` (a Hugging Face model folder as a tfviz checkpoint),
+``python -m tfviz export PATH --out FOLDER`` (a tfviz checkpoint as a GPT-2 / Llama / BERT folder).
 
     python -m tfviz train --task coref --arch decoder --pos rope --layers 2 --heads 4 \\
         --d-model 64 --steps 600 --batch-size 32 --lr 3e-3 --out checkpoints/coref
     python -m tfviz train --resume checkpoints/coref --steps 1200     # continue to step 1200
     torchrun --nproc_per_node=2 -m tfviz train ...                   # DistributedDataParallel
     python -m tfviz import models/gpt2 --out checkpoints/gpt2        # GPT-2 / BERT / Llama folder
+    python -m tfviz export checkpoints/pos-learned --out models/mine # and back out (tfviz.to_hf)
 
 Model flags left out take ModelConfig's defaults (vocab_size and max_len come from the task);
 training flags left out take TrainConfig's (warmup defaults to min(100, steps / 10)).
@@ -21,6 +23,7 @@ from typing import Any
 
 from .device import cpu_count
 from .interop import ModelFolderError, import_folder, local_max_bytes
+from .interop.export import export_folder
 from .publish import publish
 from .tasks import TASKS
 from .train import TrainConfig, train
@@ -73,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--max-mb", type=float, default=None,
                      help="largest weights to read, in MB (default: $TFVIZ_LOCAL_MODEL_MAX_MB or 2048)")
     imp.add_argument("--quiet", action="store_true", help="no progress output")
+    exp = sub.add_parser("export", help="write a tfviz checkpoint as a Hugging Face model folder "
+                                        "(GPT-2, Llama or BERT, whichever it matches; needs transformers)")
+    exp.add_argument("path", help="a tfviz checkpoint")
+    exp.add_argument("--out", required=True, help="a new folder (save_pretrained layout, tokenizer.json)")
     pub = sub.add_parser("publish", help="validate a checkpoint and copy it to the class's published folder")
     pub.add_argument("path")
     pub.add_argument("--name", help="published name (default: the file's)")
@@ -218,6 +225,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "import":
         return _import(args)
+    if args.command == "export":
+        try:
+            ck = load_checkpoint(args.path, max_bytes=max(local_max_bytes(), 200 * 2**20))
+            out = export_folder(ck.model, args.out, ck.tokenizer)
+        except (ValueError, ImportError) as e:  # no family fits, an existing folder, no transformers
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"exported: {out}")
+        return 0
     if args.command == "publish":
         try:
             print(f"published: {publish(args.path, args.dir, name=args.name)}")

@@ -178,3 +178,30 @@ def _check_logits(model: Transformer, hf, cfg: ModelConfig) -> None:
     if not diff <= allowed:
         raise ValueError(f"the exported model's logits differ from tfviz's by {diff:.3g} (allowed "
                          f"{allowed:.3g}): refused")
+
+
+ROLE_KEYS = {"pad": "pad_token", "unk": "unk_token", "bos": "bos_token", "eos": "eos_token",
+             "mask": "mask_token", "sep": "sep_token", "cls": "cls_token"}  # tfviz role -> transformers
+
+
+def export_folder(model: Transformer, out, tokenizer=None):
+    """``to_hf(model).save_pretrained(out)``, with ``tokenizer`` (a ``tfviz.Tokenizer``) saved
+    beside it as transformers writes a fast tokenizer (tokenizer.json, its special tokens named in
+    tokenizer_config.json): a folder ``tfviz.from_pretrained`` and transformers both open. Refuses
+    an ``out`` that exists and is not an empty folder (nothing is overwritten). -> the folder."""
+    from pathlib import Path
+    out = Path(out).expanduser()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"{out} already exists and is not an empty folder: pick a new one")
+    if tokenizer is not None and tokenizer.vocab_size > model.config.vocab_size:
+        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, the model {model.config.vocab_size}")
+    hf = to_hf(model)
+    if tokenizer is not None:
+        from transformers import PreTrainedTokenizerFast
+        fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend, **{
+            ROLE_KEYS[role]: tok for role, tok in tokenizer.specials.items() if role in ROLE_KEYS})
+    out.mkdir(parents=True, exist_ok=True)
+    hf.save_pretrained(str(out))
+    if tokenizer is not None:
+        fast.save_pretrained(str(out))
+    return out
