@@ -198,6 +198,17 @@ def test_left_padded_batch_generates_each_row_as_alone(kw):
         assert row[ids.shape[1] - len(prompt):].tolist() == alone.tolist()
 
 
+def test_left_padding_by_pad_id_generates_each_row_as_alone():
+    """tfviz's own models mask their pad_id: prompts that open with it are a left-padded batch."""
+    model = make("decoder", "learned", 2)  # pad_id=0
+    prompts = [[5, 9, 3, 7, 2], [4, 6], [11, 12, 13]]
+    ids, _ = _left_padded(prompts, pad=0)
+    for use_cache in (True, False):
+        out = model.generate(ids, 6, use_cache=use_cache)
+        for row, prompt in zip(out, prompts):
+            assert row[ids.shape[1] - len(prompt):].tolist() == model.generate(torch.tensor([prompt]), 6)[0].tolist()
+
+
 def test_padding_mask_in_generate_is_checked():
     model = make("decoder", "learned", 1)
     ids, mask = _left_padded([[5, 6, 7], [8]], pad=0)

@@ -85,6 +85,19 @@ def check_left_padding(config, prompt: torch.Tensor, padding_mask: torch.Tensor 
                          "so that every row's new tokens follow its own last token")
 
 
+def _left_pads_by_id(config, prompt: torch.Tensor) -> torch.Tensor | None:
+    """A decoder-only transformer with a ``pad_id`` (tfviz's own models): prompts that open with
+    that id are left-padded, [batch, pos] True = padding; None otherwise (no pads, or the id
+    somewhere inside a prompt, which the model's own forward masks as before)."""
+    pad = getattr(config, "pad_id", None)
+    if pad is None or config.arch != "decoder" or getattr(config, "FAMILY", None) != "transformer":
+        return None
+    pads = prompt == pad
+    if not bool(pads.any()) or bool((pads[:, 1:] & ~pads[:, :-1]).any()):
+        return None
+    return pads
+
+
 def decode(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
            temperature: float = 0.0, top_k: int | None = None, use_cache: bool = True,
            eos_id: int | None = None, generator: torch.Generator | None = None,
@@ -96,9 +109,11 @@ def decode(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tenso
     caller chooses eval mode and gradients. ``padding_mask`` [batch, pos] (True = padding): a
     left-padded batch of prompts, each row computed as if alone (its pads never attended to, its
     positions counted from its first real token); without the cache, each step recomputes the
-    whole sequence into a fresh cache, so both ways give the same tokens."""
+    whole sequence into a fresh cache, so both ways give the same tokens. A model with a
+    ``pad_id`` whose prompts open with it is left-padded the same way without a mask."""
     check_generation(model.config, prompt.shape[1], max_new_tokens, temperature, top_k,
                      src is not None)
+    padding_mask = padding_mask if padding_mask is not None else _left_pads_by_id(model.config, prompt)
     check_left_padding(model.config, prompt, padding_mask)
     forward = forward or model
     inputs = (src,) if src is not None else ()
@@ -121,7 +136,7 @@ def decode(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tenso
         out = torch.cat([out, nxt[:, None]], dim=1)
         step_in = nxt[:, None]
         finished = eos_id is not None and bool(done.all())
-        yield Step(logits, nxt, out, cache, finished)
+        yield Step(logits, nxt, out, cache if use_cache else None, finished)
         if finished:
             return
 
