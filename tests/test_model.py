@@ -207,6 +207,8 @@ def test_left_padding_by_pad_id_generates_each_row_as_alone():
         out = model.generate(ids, 6, use_cache=use_cache)
         for row, prompt in zip(out, prompts):
             assert row[ids.shape[1] - len(prompt):].tolist() == model.generate(torch.tensor([prompt]), 6)[0].tolist()
+    from tfviz.generation import generate_with_attention  # the recorded loop, too
+    assert generate_with_attention(model, [0, 0, 4, 6], 6).ids[2:] == model.generate(torch.tensor([[4, 6]]), 6)[0].tolist()
 
 
 def test_padding_mask_in_generate_is_checked():

@@ -105,8 +105,8 @@ def generate_with_attention(model: Transformer, prompt_ids, n: int, temperature:
                      src_ids=None if src_t is None else src_t[0].tolist())
     recorded = []
 
-    def forward(*inputs, cache):
-        recorded.append(record(model, *inputs, cache=cache, names=names))
+    def forward(*inputs, cache, **kw):  # kw: padding_mask, for a prompt that opens with pads
+        recorded.append(record(model, *inputs, cache=cache, names=names, **kw))
         return recorded[-1].output
 
     steps = decode(model, prompt, n, src=None if src_t is None else src_t.to(device),
