@@ -48,8 +48,8 @@ def test_slides_one_section_per_figure_in_order_escaped():
     assert page.count("var Plotly") + page.count("Plotly=") >= 1  # the library once, in <head>
     head, body = page.split("</head>", 1)
     assert len(head) > 3_000_000 and len(body) < 200_000           # not inlined again per figure
-    assert [m for m in re.findall(r"<h2>(.*?)</h2>", page)] == [
-        "1. first", "2. &lt;b&gt;second&lt;/b&gt;", "3. head 2"]   # escaped; else the figure's title
+    assert re.findall(r"<h2>(.*?)</h2>", page) == ["1. first", "2. &lt;b&gt;second&lt;/b&gt;"]
+    assert '<a href="#fig3">3. head 2</a>' in page  # untitled: the figure's own (drawn, no heading)
     assert "caption &amp; more" in page
     assert page.index('id="tfviz-figure-1"') < page.index('id="tfviz-figure-2"') < page.index('id="tfviz-figure-3"')
     with pytest.raises(ValueError, match="no figures"):
@@ -66,7 +66,7 @@ def test_attention_page_offers_figure_and_page_downloads(tiny_zoo):
     labels = [b.label for b in at.get("download_button")]
     assert labels[:2] == ["Download data (CSV)", "Interactive (HTML)"]
     export = [b for b in at.sidebar.get("download_button") if b.proto.id.endswith("-page-export-html")]
-    assert len(export) == 1 and export[0].label.startswith("Export this page's figures")
+    assert len(export) == 1 and export[0].label == "Export this page (HTML)"
     remembered = at.session_state["_page_figures"]
     assert list(remembered) == ["att_heatmap"]
     np.testing.assert_allclose(heatmap_z(json.loads(remembered["att_heatmap"].figure.to_json())),
@@ -77,8 +77,8 @@ def test_attention_page_offers_figure_and_page_downloads(tiny_zoo):
     at.session_state["att_tab"] = "All heads"  # another tab: the export follows what is shown
     at.run()
     assert list(at.session_state["_page_figures"]) == ["att_grid", "att_grid_head"]
-    assert "(HTML, 2)" in [b for b in at.sidebar.get("download_button")
-                           if b.proto.id.endswith("-page-export-html")][0].label
+    assert [b for b in at.sidebar.get("download_button")
+            if b.proto.id.endswith("-page-export-html")][0].help.startswith("The 2 figures")
 
 
 def test_a_page_without_figures_has_no_export():

@@ -119,11 +119,13 @@ def page_export(title: str) -> None:
     def build() -> bytes:  # the dict, not a copy: a fragment's later run updates its figures
         return slides_html(list(slides.values()), title=f"tfviz · {title}", subtitle=_exported()).encode()
 
+    n = len(slides)
     st.sidebar.download_button(
-        f"Export this page's figures (HTML, {len(slides)})", build, f"tfviz-{_slug(title)}.html",
-        "text/html", key="page-export-html", icon=":material/slideshow:", on_click="ignore",
-        help="Every figure on this page as one HTML file with titles and captions: it opens "
-             "offline in any browser, without this server, and stays interactive — for class or slides.")
+        "Export this page (HTML)", build, f"tfviz-{_slug(title)}.html", "text/html",
+        key="page-export-html", icon=":material/slideshow:", on_click="ignore",
+        help=f"{'The ' + str(n) + ' figures' if n > 1 else 'The figure'} on this page as one HTML "
+             "file with titles and captions: it opens offline in any browser, without this server, "
+             "and stays interactive — for class or slides.")
 
 
 def npz_download(tensors: dict, key: str, filename: str = "recording.npz") -> None:

@@ -3,7 +3,8 @@
 Plotly's JavaScript (plotly.min.js from the installed ``plotly`` package, about 4.7 MB) is inlined
 once in the page's ``<head>``, so the file opens offline in any browser and every figure stays
 interactive (hover with exact values, zoom, the animations' play buttons); nothing is loaded from
-the network. Each figure is a section one screen high with its title and caption, so scrolling (or
+the network. Each figure is a section one screen high with its title (a heading unless the figure
+shows that title itself) and caption, so scrolling (or
 Page Down) in class goes figure by figure; printing puts one figure per page.
 
     figure_html(fig)                                        # one figure
@@ -77,7 +78,8 @@ def slides_html(slides: Sequence[Slide], title: str, subtitle: str = "") -> str:
         heading = s.title or figure_title(s.figure) or f"Figure {i}"
         links.append(f'<a href="#fig{i}">{i}. {html.escape(heading)}</a>')
         caption = f'<p class="caption">{_caption_html(s.caption)}</p>' if s.caption else ""
-        h2 = "" if len(slides) == 1 and heading == title else f"<h2>{i}. {html.escape(heading)}</h2>"
+        shown = heading == figure_title(s.figure) or (len(slides) == 1 and heading == title)
+        h2 = "" if shown else f"<h2>{i}. {html.escape(heading)}</h2>"  # not twice on one screen
         sections.append(f'<section id="fig{i}">{h2}\n'
                         f'{_figure_div(s.figure, f"tfviz-figure-{i}")}\n{caption}</section>')
     nav = f"<nav>{' '.join(links)}</nav>" if len(slides) > 1 else ""
