@@ -27,7 +27,7 @@ def _figure_json(page: str, div_id: str) -> list:
 
 def test_one_figure_is_self_contained_and_holds_its_data():
     fig = viz.head_heatmap(P, TOKENS, TOKENS, title="Layer 0 · head 1<br><sup>coref</sup>")
-    page = viz.figure_html(fig, caption="Rows are **queries**.")
+    page = viz.figure_html(fig, caption="Rows are **queries**, `embed.weight` <i>.")
     assert page.startswith("<!DOCTYPE html>")
     assert "<script src=" not in page and 'src="http' not in page  # nothing loaded from outside
     assert "Plotly.newPlot" in page and len(page) > 3_000_000      # plotly.js itself is inlined
@@ -35,7 +35,7 @@ def test_one_figure_is_self_contained_and_holds_its_data():
     data = _figure_json(page, "tfviz-figure-1")
     np.testing.assert_allclose(heatmap_z({"data": data}), P)
     assert "<title>Layer 0 · head 1 coref</title>" in page  # the figure's own title, as text
-    assert "Rows are <b>queries</b>." in page
+    assert "Rows are <b>queries</b>, <code>embed.weight</code> &lt;i&gt;." in page
     assert "<script><script>alert" not in page and "</script><script>alert(1)" not in page  # escaped
 
 
@@ -84,3 +84,12 @@ def test_attention_page_offers_figure_and_page_downloads(tiny_zoo):
 def test_a_page_without_figures_has_no_export():
     at = open_page()  # Home
     assert not [b for b in at.get("download_button") if b.proto.id.endswith("-page-export-html")]
+
+
+def test_side_by_side_captions_go_into_the_export(tiny_zoo):
+    at = open_page("tokens", tiny_zoo["tiny-coref"])
+    slides = at.session_state["_page_figures"]
+    onehot = slides["tok_onehot_sim"]
+    assert onehot.title == "One-hot vectors: cosine" and onehot.caption.startswith("One-hot: every token")
+    page = viz.slides_html(list(slides.values()), title="tfviz · Tokens & embeddings")
+    assert "One-hot: every token is its own axis" in page

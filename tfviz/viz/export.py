@@ -10,7 +10,8 @@ Page Down) in class goes figure by figure; printing puts one figure per page.
     figure_html(fig)                                        # one figure
     slides_html([Slide(fig, "Layer 0 · head 1", "caption")], title="Attention explorer")
 
-Figures are written as they are (tfviz's light theme); captions are plain text with ``**bold**``.
+Figures are written as they are (tfviz's light theme); captions are plain text with ``**bold**``
+and ``code`` spans, as ``st.caption`` shows them.
 Plotly escapes ``</script>`` in the figure's data, and every title and caption here is escaped, so a
 token typed by a student stays text.
 """
@@ -59,6 +60,7 @@ def figure_title(fig) -> str:
 
 def _caption_html(text: str) -> str:
     escaped = html.escape(text)
+    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)  # the markdown st.caption shows
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped)
 
 
