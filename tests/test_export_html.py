@@ -64,7 +64,7 @@ def test_attention_page_offers_figure_and_page_downloads(tiny_zoo):
     for key in ("att_heatmap-csv", "att_heatmap-html"):
         assert sum(i.endswith(f"-{key}") for i in ids) == 1, ids
     labels = [b.label for b in at.get("download_button")]
-    assert labels[:2] == ["Download data (CSV)", "Interactive (HTML)"]
+    assert labels[:2] == ["Download data (CSV)", "HTML"]
     export = [b for b in at.sidebar.get("download_button") if b.proto.id.endswith("-page-export-html")]
     assert len(export) == 1 and export[0].label == "Export this page (HTML)"
     remembered = at.session_state["_page_figures"]

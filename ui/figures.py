@@ -84,10 +84,10 @@ def show(fig, key: str, *, data=None, filename: str | None = None, on_select=Non
     with st.container(horizontal=True, gap="small"):
         st.download_button("Download data (CSV)", csv, f"{name}.csv", "text/csv", key=f"{key}-csv",
                            icon=":material/download:")
-        st.download_button("Interactive (HTML)", page, f"{name}.html", "text/html", key=f"{key}-html",
-                           icon=":material/download:", on_click="ignore",
-                           help="This figure as one HTML file: opens offline in any browser, "
-                                "interactive (hover, zoom), for slides.")
+        st.download_button("HTML", page, f"{name}.html", "text/html", key=f"{key}-html",
+                           icon=":material/download:", on_click="ignore",  # short: one row at 1024 px
+                           help="Download this figure as one interactive HTML file: it opens "
+                                "offline in any browser (hover, zoom), for slides.")
     return event
 
 

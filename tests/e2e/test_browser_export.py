@@ -1,5 +1,5 @@
 """Views into slides in a real browser (issue 25, item 11): on the Attention explorer, the sidebar's
-"Export this page (HTML)" and a figure's "Interactive (HTML)" download real files (built by the
+"Export this page (HTML)" and a figure's "HTML" button download real files (built by the
 server on click), and the page's file then opens from disk in Chromium with the network off —
 plotly.js inlined, the heatmap drawn, nothing requested from anywhere."""
 from __future__ import annotations
@@ -26,7 +26,7 @@ def test_exported_page_opens_offline(page, open_page, browser, tmp_path) -> None
     export = sidebar.get_by_role("button", name="Export this page (HTML)")
     expect(export).to_be_visible()
     exported = _download(page, export, tmp_path)
-    one = _download(page, page.get_by_role("button", name="Interactive (HTML)").first, tmp_path)
+    one = _download(page, page.get_by_role("button", name="HTML", exact=True).first, tmp_path)
     assert exported.name == "tfviz-attention-explorer.html" and one.suffix == ".html"
     for f in (exported, one):
         text = f.read_text(encoding="utf-8")
