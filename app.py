@@ -7,6 +7,7 @@ Pages import shared helpers from `ui/` (Streamlit) and `tfviz/` (the library), n
 import streamlit as st
 
 from ui.session import session_id
+from ui.figures import run_page
 from ui.navigation import navigation
 
 
@@ -17,5 +18,6 @@ if __name__ == "__main__":
     # Every run (Home included) keeps ?sid=… in the URL: a page switch drops the query string, and
     # the id is what finds this browser's jobs and uploads again after a reload.
     session_id()
-    # Pages that show a model render the sidebar picker themselves (ui.picker.current_model).
-    navigation().run()
+    # Pages that show a model render the sidebar picker themselves (ui.picker.current_model);
+    # after the page, the sidebar offers its figures as one HTML file (ui.figures.page_export).
+    run_page(navigation())

@@ -22,6 +22,7 @@ They never import torch or streamlit and never see a model: callers pass the rec
     layers         attention across layers: raw per layer, rollout, flow (Abnar & Zuidema)
     cost           measured vs analytic time / memory, KV cache, generation speed
     theme, tiles, data   the one shared look, tiled heatmaps, figure -> DataFrame (CSV download)
+    export         figures -> one self-contained HTML file (plotly.js inlined: offline, interactive)
 """
 from .attention import (cross_attention_alignment, head_heatmap, heads_grid, pattern_frame,
                         pronoun_probe, pronoun_probe_frame)
@@ -30,6 +31,7 @@ from .compare import head_role_grid, position_curves
 from .cost import (analytic_figure, compact, cost_figure, kv_cache_figure, memory_figure,
                    speed_figure, time_figure)
 from .data import cosine_similarity, figure_data
+from .export import Slide, figure_html, figure_title, slides_html
 from .embeddings import analogy_bars, embedding_map, one_hot_vs_learned
 from .generation import (generated_tokens_html, generation_attention, generation_frame,
                          kv_cache_growth)
@@ -49,7 +51,8 @@ from .training import (compare_curves, grad_norm_heatmap, layer_grad_norm_bars, 
                        snapshot_player)
 
 __all__ = [
-    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "MAGNITUDE_SCALE", "TEMPLATE",
+    "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "MAGNITUDE_SCALE", "Slide", "TEMPLATE",
+    "figure_html", "figure_title", "slides_html",
     "across_layers_grid", "alibi_bias", "analogy_bars", "analytic_figure", "bag_of_words_bars",
     "apply_theme", "compact", "compare_curves", "cost_figure", "cosine_similarity",
     "cross_attention_alignment", "default_dims", "embedding_map",
