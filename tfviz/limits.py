@@ -69,11 +69,11 @@ def local_model_bytes() -> int:
 
 
 def tokenizer_json_bytes() -> int:
-    return int(_number("TFVIZ_TOKENIZER_MAX_MB", 32, 0.001) * MB)
+    return int(_number("TFVIZ_TOKENIZER_MAX_MB", 32, 0) * MB)
 
 
 def folder_json_bytes() -> int:
-    return FOLDER_JSON_MB * MB
+    return int(FOLDER_JSON_MB * MB)
 
 
 def upload_bytes() -> int:

@@ -108,14 +108,18 @@ def read_text(path: Path, what: str, *, max_bytes: int, bound: str = "tfviz read
     """A text file's contents, its size checked *before* it is read (and no more than
     ``max_bytes`` + 1 bytes read, should it grow meanwhile), strict UTF-8. CheckpointError naming
     ``what`` for anything else: a folder, a missing or unreadable file, other bytes."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a folder, a pipe (open would wait), a device
+    def check(info: os.stat_result) -> None:
+        if not stat.S_ISREG(info.st_mode):  # a folder, a pipe (open would wait), a device
             raise fail(path, f"{what} is not a file (a folder?)")
+        if info.st_size > max_bytes:
+            raise fail(path, f"{what} is {info.st_size:,} bytes; {bound} {max_bytes:,}")
+    try:
+        check(os.stat(path))  # before it is opened
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > max_bytes:
-                raise fail(path, f"{what} is {size:,} bytes; {bound} {max_bytes:,}")
+            check(os.fstat(f.fileno()))  # the file opened is the file checked
             data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:  # it grew meanwhile
+            raise fail(path, f"{what} is over {max_bytes:,} bytes; {bound} {max_bytes:,}")
     except OSError as e:
         raise fail(path, f"{what} cannot be read ({e.strerror or e})") from None
     try:

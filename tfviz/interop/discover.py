@@ -1,5 +1,6 @@
-"""Which Hugging Face model folders are on this machine, cheaply: config.json and file sizes only
-(no tensor is read), for a model picker.
+"""Which Hugging Face model folders are on this machine, cheaply, for a model picker: every check
+``from_pretrained`` makes before it reads a tensor (config.json, the JSON files, file sizes, the
+safetensors headers; tokenizer.json parsed, bounded, but not built) — no tensor data is read.
 
     for m in list_models(): print(m.name, m.family, m.nbytes, m.ok, m.reason)
     catalogue().models()   # the same, as last listed, refreshed off the caller's thread
@@ -20,6 +21,7 @@ the very first listing of a pair of folders is waited for).
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -27,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import limits, paths
-from .folder import (PICKLE_SUFFIXES, TOKENIZER, ModelFolderError, local_max_bytes, read_config,
-                     resolve, tokenizer_files, weight_files)
+from .folder import (PICKLE_SUFFIXES, TOKENIZER, ModelFolder, ModelFolderError, local_max_bytes,
+                     read_config, resolve, weight_files)
 from .load import model_config
+from .tokenizer import read_spec
 
 BYTES_PER_PARAM = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 
@@ -73,9 +76,12 @@ def inspect(path: str | os.PathLike, source: str = "models", name: str | None = 
 def _inspect(p: Path, source: str, name: str) -> ModelInfo:
     try:
         root = resolve(p)
-        config = read_config(root)
     except ModelFolderError as e:
         return ModelInfo(name, p, source, False, _short(e, p))
+    try:
+        config = read_config(root)
+    except ModelFolderError as e:
+        return ModelInfo(name, p, source, False, _short(e, root, p))
     base = dict(name=name, path=root, source=source, model_type=config.get("model_type"))
     try:
         files, _ = weight_files(root)
@@ -85,23 +91,28 @@ def _inspect(p: Path, source: str, name: str) -> ModelInfo:
             pickles = sorted(f.name for f in root.iterdir() if f.suffix in PICKLE_SUFFIXES)
             return ModelInfo(**base, ok=False, reason=f"weights only as a PyTorch pickle ({pickles[0]}), "
                                                       "which tfviz never opens: save them as safetensors")
-        return ModelInfo(**base, ok=False, reason=_short(e, root))
+        return ModelInfo(**base, ok=False, reason=_short(e, root, p))
     dtype = config.get("dtype") or config.get("torch_dtype")
     info = dict(base, nbytes=nbytes, params=nbytes // BYTES_PER_PARAM.get(dtype if isinstance(dtype, str)
                                                                          else "float32", 4))
     try:
-        family, _, notes = model_config(config, _AnyWeights())
+        family, cfg, notes = model_config(config, _AnyWeights())
     except ModelFolderError as e:
-        return ModelInfo(**info, ok=False, reason=_short(e, root))
+        return ModelInfo(**info, ok=False, reason=_short(e, root, p))
     try:
         limit = local_max_bytes()
         if nbytes > limit:
             return ModelInfo(**info, family=family.name, ok=False,
                              reason=f"{nbytes / 2**20:,.0f} MB of weights, over the {limit / 2**20:,.0f} "
                                     "MB limit for local models (TFVIZ_LOCAL_MODEL_MAX_MB)")
-        tok, _, _ = tokenizer_files(root)
+        folder = ModelFolder.open(root)  # every file's checks, the safetensors headers included
+        with folder.weights() as w:  # names only: no tensor is read
+            _, cfg, notes = model_config(config, w)
+        tok = folder.tokenizer_file
+        if tok is not None:  # parsed (bounded), not built: its vocabulary must fit the model's
+            read_spec(tok, max_tokens=cfg.vocab_size)
     except ModelFolderError as e:
-        return ModelInfo(**info, family=family.name, ok=False, reason=_short(e, root))
+        return ModelInfo(**info, family=family.name, ok=False, reason=_short(e, root, p))
     if tok is None:
         notes = [*notes, f"no {TOKENIZER}: token ids only"]
     return ModelInfo(**info, family=family.name, ok=True, notes=notes)
@@ -112,13 +123,15 @@ def _one_line(reason: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _short(e: Exception, where: Path) -> str:
+def _short(e: Exception, *where: Path) -> str:
     """The message without the folder's path (the picker shows the name already): a file of it is
     named by its own name."""
     msg = str(e)
-    for p in {str(where), str(where.resolve()) if where.exists() else ""} - {""}:
+    places = {str(w) for w in where} | {str(w.resolve()) for w in where if w.exists()}
+    for p in sorted(places - {""}, key=len, reverse=True):
         msg = msg.replace(p + os.sep, "").replace(p, "")
-    return msg.lstrip(": ") or str(e)
+    msg = re.sub(r"^([\w.-]+): (?=\1\b)", "", msg.lstrip(": "))  # "config.json: config.json is ..."
+    return msg or str(e)
 
 
 # ---------------------------------------------------------------------------------- listing, cached

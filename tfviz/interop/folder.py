@@ -85,9 +85,9 @@ def resolve(path: str | os.PathLike) -> Path:
         if ref.is_file():  # a revision name is 40 hex digits: read no more than a line of it
             with open(ref, "rb") as f:
                 rev = f.read(256).decode("utf-8", "replace").strip()
-        if re.fullmatch(r"[0-9a-zA-Z_-][0-9a-zA-Z._-]*", rev) and (snaps / rev / CONFIG).is_file():
+        if re.fullmatch(r"[0-9a-zA-Z_-][0-9a-zA-Z._-]*", rev) and os.path.lexists(snaps / rev / CONFIG):
             return snaps / rev
-        found = sorted((s for s in snaps.iterdir() if (s / CONFIG).is_file()),
+        found = sorted((s for s in snaps.iterdir() if os.path.lexists(s / CONFIG)),
                        key=lambda s: s.stat().st_mtime, reverse=True)
         if found:
             return found[0]
@@ -249,9 +249,9 @@ def tokenizer_files(root: Path) -> tuple[Path | None, dict, dict]:
     model is loaded), the other two read (bounded; {} when absent)."""
     tok = file_in(root, TOKENIZER)
     if tok is not None and (size := tok.stat().st_size) > (limit := tokenizer_json_max_bytes()):
-        raise ModelFolderError(f"{tok}: {TOKENIZER} is {size / 2**20:,.1f} MB, over the "
-                               f"{limit / 2**20:,.1f} MB limit for a tokenizer (GPT-2's is 1.4 MB, "
-                               "Llama 3's 8.7 MB); set TFVIZ_TOKENIZER_MAX_MB to allow more")
+        raise ModelFolderError(f"{tok}: {TOKENIZER} is {size:,} bytes, over the {limit:,}-byte "
+                               f"limit for a tokenizer ({limit / 2**20:,.1f} MB; GPT-2's is 1.4 MB, "
+                               "Llama 3's 8.7 MB): set TFVIZ_TOKENIZER_MAX_MB to allow more")
     extra = [read_json(root, name) if file_in(root, name) is not None else {}
              for name in (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)]
     return tok, *extra
