@@ -199,6 +199,9 @@ CASES = {
     "tokenizer-not-an-object": (lambda f: _write(f, "tokenizer.json", "[]"), r'it needs a "model" object', "both"),
     "tokenizer-more-words-than-embeddings": (lambda f: _tokenizer(f, _more_words),
                                              r"tokenizer.json has 62 tokens but the model only 12 embeddings", "both"),
+    "tokenizer-far-more-words": (lambda f: _tokenizer(f, lambda s: s["model"]["vocab"].update(
+        {f"w{i}": 100 + i for i in range(20_000)})), r"tokenizer.json holds about 20,0\d\d strings; a tokenizer "
+                                                    r"for the model's 12 embeddings needs at most 10,096", "both"),
     "tokenizer-a-folder": (lambda f: _dir_instead(f, "tokenizer.json"), r"tokenizer.json is a folder, not a file",
                            "both"),
     "tokenizer-link-out": (lambda f: _link_out(f, "tokenizer.json"),

@@ -183,7 +183,10 @@ def check_config(config: dict) -> None:
 def read_config(root: Path) -> dict:
     """config.json of the folder ``root`` (``resolve``): bounded, a JSON object, fields typed."""
     config = read_json(root, CONFIG)
-    check_config(config)
+    try:
+        check_config(config)
+    except ModelFolderError as e:
+        raise ModelFolderError(f"{root}: {e}") from None
     return config
 
 

@@ -77,6 +77,11 @@ def specials_of(backend: HFTokenizer, spec: dict, *configs: dict, model_config: 
     return out
 
 
+STRINGS_PER_TOKEN, SPARE_STRINGS = 8, 10_000
+"""A tokenizer.json for V tokens holds about V strings (its vocabulary) + 1-2 per merge + a few for
+its settings: Llama 3's 5.4 per token, Qwen2's 3, GPT-2's 2. More is refused before parsing."""
+
+
 def read_spec(path: Path, max_tokens: int | None = None) -> tuple[str, dict]:
     """(text, parsed) of a tokenizer.json, bounded before it is parsed (``TFVIZ_TOKENIZER_MAX_MB``,
     ``limits.TOKENIZER_CONTAINERS`` brackets, ``storage.MAX_JSON_DEPTH`` levels); with
@@ -85,6 +90,12 @@ def read_spec(path: Path, max_tokens: int | None = None) -> tuple[str, dict]:
     limit = tokenizer_json_max_bytes()
     try:
         text = storage.read_text(path, "tokenizer.json", max_bytes=limit)
+        if max_tokens is not None:  # counted in C, before json.loads holds the GIL for seconds
+            strings = (text.count('"') - text.count('\\"')) // 2
+            most = STRINGS_PER_TOKEN * max_tokens + SPARE_STRINGS
+            if strings > most:
+                raise ModelFolderError(f"{path}: tokenizer.json holds about {strings:,} strings; a tokenizer "
+                                       f"for the model's {max_tokens:,} embeddings needs at most {most:,}")
         spec = storage.loads(text, path, "tokenizer.json", max_bytes=limit,
                              max_containers=limits.TOKENIZER_CONTAINERS, bound="tfviz reads at most")
     except storage.CheckpointError as e:
