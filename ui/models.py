@@ -174,7 +174,10 @@ def _folder(path: str, progress=None):
 def _folder_stamp(root: Path) -> int:
     """A folder's version: the newest modification time of its files (weights replaced in place
     make another model, which a folder's own mtime would not show)."""
-    return max((f.stat().st_mtime_ns for f in root.iterdir() if f.is_file()), default=0)
+    try:
+        return max((f.stat().st_mtime_ns for f in root.iterdir() if f.is_file()), default=0)
+    except OSError:  # gone or unreadable meanwhile: loading it says why
+        return 0
 
 
 def _local_label(path: str) -> str:
