@@ -394,7 +394,8 @@ def test_each_folder_is_inspected_on_its_own(tmp_path, monkeypatch):
     monkeypatch.setattr(discover, "_inspect", flaky)
     found = {m.name: m for m in list_models(models, tmp_path / "hub")}
     assert found["a"].ok and found["c"].ok
-    assert not found["b"].ok and found["b"].reason == "cannot be read (RecursionError: maximum recursion depth exceeded)"
+    assert not found["b"].ok
+    assert found["b"].reason == "cannot be read (RecursionError: maximum recursion depth exceeded)"
 
 
 def test_inspections_are_kept_per_folder_until_its_files_change(tmp_path, monkeypatch):
@@ -472,7 +473,8 @@ def test_a_page_with_bad_folders_shows_one_line_each(tmp_path, monkeypatch):
         else:
             _as_cache(src / name, hub, name)
     (tmp_path / "checkpoints").mkdir()
-    for k, v in {"TFVIZ_MODELS_DIR": models, "HF_HUB_CACHE": hub, "TFVIZ_CHECKPOINT_DIR": tmp_path / "checkpoints"}.items():
+    for k, v in {"TFVIZ_MODELS_DIR": models, "HF_HUB_CACHE": hub,
+                 "TFVIZ_CHECKPOINT_DIR": tmp_path / "checkpoints"}.items():
         monkeypatch.setenv(k, str(v))
     at = open_page("attention", good, att_text="the cat sat on the mat")
     assert not at.exception and not at.error, [e.value for e in at.error]

@@ -14,5 +14,6 @@ from .families import ADAPTERS, MODEL_TYPES
 from .folder import LOCAL_MAX_BYTES, ModelFolderError, local_max_bytes
 from .load import from_pretrained, import_folder
 
-__all__ = ["ADAPTERS", "Catalogue", "catalogue", "LOCAL_MAX_BYTES", "MODEL_TYPES", "ModelFolderError", "ModelInfo", "from_pretrained",
-           "import_folder", "inspect", "list_models", "local_max_bytes", "to_hf"]
+__all__ = ["ADAPTERS", "Catalogue", "LOCAL_MAX_BYTES", "MODEL_TYPES", "ModelFolderError", "ModelInfo",
+           "catalogue", "from_pretrained", "import_folder", "inspect", "list_models", "local_max_bytes",
+           "to_hf"]
