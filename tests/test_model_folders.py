@@ -366,8 +366,12 @@ def test_the_hub_cache_links_into_its_own_blobs_and_nowhere_else(tmp_path):
                                          weights_b.parent))
     with pytest.raises(ModelFolderError, match="model.safetensors is a link to a file outside"):
         from_pretrained(repo_b)
-    found = {m.name: m for m in list_models(tmp_path / "none", hub)}
-    assert found["t/a"].ok and not found["t/b"].ok
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "linked").symlink_to(repo_a / "snapshots" / "abc123")  # a models/ entry linking a snapshot
+    found = {m.name: m for m in list_models(models, hub)}
+    assert found["t/a"].ok and not found["t/b"].ok and found["linked"].ok
+    assert from_pretrained(models / "linked").config.vocab_size == 12
 
 
 def test_refs_main_of_any_size_or_encoding(tmp_path):

@@ -100,9 +100,10 @@ def resolve(path: str | os.PathLike) -> Path:
 def _home(root: Path) -> Path:
     """Where the files of the model in ``root`` may live: the folder itself, or for a hub-cache
     snapshot (``models--org--name/snapshots/<rev>``) the whole repository folder (its ``blobs/``)."""
-    if root.parent.name == "snapshots" and root.parent.parent.name.startswith("models--"):
-        return root.parent.parent.resolve()
-    return root.resolve()
+    real = root.resolve()  # models/gpt2 may itself be a link to a cache snapshot
+    if real.parent.name == "snapshots" and real.parent.parent.name.startswith("models--"):
+        return real.parent.parent
+    return real
 
 
 def file_in(root: Path, name: str) -> Path | None:
