@@ -140,6 +140,8 @@ CASES = {
                                                                r"model's folder", "both"),
     "config-broken-link": (lambda f: (f / "config.json").unlink() or (f / "config.json").symlink_to("nowhere"),
                            r"config.json cannot be read \(No such file or directory; a broken link\?\)", "both"),
+    "config-link-loop": (lambda f: (f / "config.json").unlink() or (f / "config.json").symlink_to("config.json"),
+                         r"config.json cannot be read \((a loop of links|Too many levels of symbolic links)", "both"),
     "config-a-pipe": (lambda f: (f / "config.json").unlink() or os.mkfifo(f / "config.json"),
                       r"config.json is not a regular file", "both"),
     # ---- the weights

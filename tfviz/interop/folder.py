@@ -113,7 +113,10 @@ def file_in(root: Path, name: str) -> Path | None:
     f = root / name
     if not os.path.lexists(f):
         return None
-    real, home = f.resolve(), _home(root)
+    try:
+        real, home = f.resolve(), _home(root)
+    except (OSError, RuntimeError):  # a link that leads to itself
+        raise ModelFolderError(f"{f}: {name} cannot be read (a loop of links)") from None
     if not real.is_relative_to(home):
         raise ModelFolderError(f"{f}: {name} is a link to a file outside the model's folder; tfviz "
                                "reads only the folder's own files (copy the file in, or link the "
