@@ -494,3 +494,17 @@ def test_a_page_with_bad_folders_shows_one_line_each(tmp_path, monkeypatch):
         line = next(x for x in lines if f"**{name} (local)**" in x or f"**t/{name} (hf-cache)**" in x)
         assert re.search(CASES[case][1], line), line
     assert at.get("plotly_chart"), "the page's charts are drawn"
+
+
+def test_from_pretrained_turns_anything_unforeseen_into_a_model_folder_error(tmp_path, monkeypatch):
+    from tfviz.interop import families
+
+    folder = hf_folders.tiny_gpt2(tmp_path / "m")
+
+    def broken(cls, cfg, w):
+        raise KeyError("h.0.attn.c_attn.weight")
+        yield
+    monkeypatch.setattr(families.GPT2, "state_dict", classmethod(broken))
+    with pytest.raises(ModelFolderError, match=r"cannot be opened as a model folder \(KeyError: "
+                                               r"'h.0.attn.c_attn.weight'\)"):
+        from_pretrained(folder)
