@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -445,10 +444,10 @@ def test_the_catalogue_lists_off_the_callers_thread(tmp_path, monkeypatch):
     assert [m.name for m in cat.models()] == ["a"]  # the first listing is waited for
     assert threads == ["tfviz-model-discovery"]
     hf_folders.tiny_gpt2(models / "slow")
-    t0 = time.perf_counter()
     assert [m.name for m in cat.models()] == ["a"]  # the refresh is stuck on "slow": the last listing
     assert [m.name for m in cat.models()] == ["a"]
-    assert time.perf_counter() - t0 < 30  # (not a speed test: the listing itself waits 60 s)
+    stuck = cat._running
+    assert stuck is not None and stuck.is_alive() and not gate.is_set()  # returned while it is stuck
     gate.set()
     cat.refresh(block=True)
     assert [m.name for m in cat.models(wait=0)] in (["a", "slow"], ["a"])
