@@ -60,14 +60,20 @@ class _AnyWeights:
 
 
 def inspect(path: str | os.PathLike, source: str = "models", name: str | None = None) -> ModelInfo:
-    """One folder's ``ModelInfo``: config.json and file sizes only. Never raises: anything wrong
-    with the folder, foreseen or not, is its ``reason`` (one line)."""
+    """One folder's ``ModelInfo``: what ``from_pretrained`` checks before it reads a tensor (every
+    file's size, type and place, the JSON, the safetensors headers, the tokenizer's vocabulary),
+    nothing more. Never raises: anything wrong with the folder, foreseen or not, is its
+    ``reason`` (one line)."""
     p = Path(path)
     name = name or p.name
     try:
         info = _inspect(p, source, name)
     except Exception as e:  # noqa: BLE001 — a folder no check foresaw: a reason, never a crash
-        info = ModelInfo(name, p, source, False, f"cannot be read ({type(e).__name__}: {e})")
+        try:
+            text = _short(e, p)
+        except Exception:  # noqa: BLE001
+            text = str(e)
+        info = ModelInfo(name, p, source, False, f"cannot be read ({type(e).__name__}: {text})")
     if info.reason:
         info = ModelInfo(**{**info.__dict__, "reason": _one_line(info.reason)})
     return info
