@@ -126,3 +126,38 @@ def build(kind: str, folder: Path, seed: int = 0, **overrides):
     model.eval()
     model.save_pretrained(str(folder))
     return model
+
+
+TINY_WORDS = ["<|endoftext|>", "[UNK]", "the", "cat", "sat", "on", "mat", "a", "dog", "log", "and", "."]
+
+
+def tiny_gpt2(folder: Path, seed: int = 0, d: int = 8, layers: int = 1, positions: int = 16) -> Path:
+    """A GPT-2 folder of a few kB written without transformers (config.json, model.safetensors
+    with GPT-2's names and Conv1D layout, a word-level tokenizer.json): quick to build and to
+    break in every way for the malformed-folder tests."""
+    import json
+
+    from safetensors.torch import save_file
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = len(TINY_WORDS)
+    g = torch.Generator().manual_seed(seed)
+    t = {"wte.weight": (vocab, d), "wpe.weight": (positions, d), "ln_f.weight": (d,), "ln_f.bias": (d,)}
+    for i in range(layers):
+        h = f"h.{i}."
+        t.update({h + "ln_1.weight": (d,), h + "ln_1.bias": (d,), h + "ln_2.weight": (d,), h + "ln_2.bias": (d,),
+                  h + "attn.c_attn.weight": (d, 3 * d), h + "attn.c_attn.bias": (3 * d,),
+                  h + "attn.c_proj.weight": (d, d), h + "attn.c_proj.bias": (d,),
+                  h + "mlp.c_fc.weight": (d, 4 * d), h + "mlp.c_fc.bias": (4 * d,),
+                  h + "mlp.c_proj.weight": (4 * d, d), h + "mlp.c_proj.bias": (d,)})
+    save_file({k: 0.1 * torch.randn(s, generator=g) for k, s in t.items()}, str(folder / "model.safetensors"),
+              metadata={"format": "pt"})
+    config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": layers, "n_head": 2,
+              "n_embd": d, "n_positions": positions, "vocab_size": vocab, "bos_token_id": 0, "eos_token_id": 0}
+    (folder / "config.json").write_text(json.dumps(config))
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(TINY_WORDS)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens(["<|endoftext|>"])
+    tok.save(str(folder / "tokenizer.json"))
+    return folder

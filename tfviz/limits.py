@@ -7,6 +7,11 @@ environment variable each, read when asked (so a server, or a test, sets them be
                                          refuses a model whose checkpoint would be larger
     TFVIZ_LOCAL_MODEL_MAX_MB   2048      a model folder the server reads from its own disk (a Hugging
                                          Face folder: GPT-2 124M is 475 MB); never an upload
+    TFVIZ_TOKENIZER_MAX_MB     32        a model folder's tokenizer.json (GPT-2's is 1.4 MB, Llama 3's
+                                         8.7 MB, Qwen2's 7 MB), refused before it is read
+    (FOLDER_JSON_MB)           4         a model folder's config.json, shard index,
+                                         tokenizer_config.json, special_tokens_map.json (real ones:
+                                         a few kB; a 70B model's index: 60 kB)
     (UPLOAD_MB)                50        one uploaded file (= server.maxUploadSize in
                                          .streamlit/config.toml)
     TFVIZ_SESSION_UPLOAD_MB    200       one session's uploads together
@@ -34,6 +39,9 @@ import os
 MB = 2**20
 UPLOAD_MB = 50
 MIN_TEACHER_KEY = 12
+FOLDER_JSON_MB = 4
+FOLDER_JSON_CONTAINERS = 100_000   # brackets in one such file (a config.json has tens)
+TOKENIZER_CONTAINERS = 1_000_000   # brackets in a tokenizer.json: one per merge (Llama 3: 280k)
 TEACHER_ATTEMPT_INTERVAL_S = 1.0  # server-wide: at most one teacher-key check per second
 CPU_MEMORY_SHARE = 0.5
 GPU_MEMORY_SHARE = 0.8
@@ -58,6 +66,14 @@ def checkpoint_bytes() -> int:
 
 def local_model_bytes() -> int:
     return int(_number("TFVIZ_LOCAL_MODEL_MAX_MB", 2048, 1) * MB)
+
+
+def tokenizer_json_bytes() -> int:
+    return int(_number("TFVIZ_TOKENIZER_MAX_MB", 32, 0) * MB)
+
+
+def folder_json_bytes() -> int:
+    return int(FOLDER_JSON_MB * MB)
 
 
 def upload_bytes() -> int:

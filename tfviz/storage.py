@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import struct
 import uuid
 from pathlib import Path
@@ -78,20 +79,19 @@ def json_depth(value) -> int:
 
 
 def loads(text: str | bytes, path, what: str, *, max_bytes: int, max_containers: int,
-          max_depth: int = MAX_JSON_DEPTH, invalid: str | None = None):
+          max_depth: int = MAX_JSON_DEPTH, invalid: str | None = None,
+          bound: str = "a checkpoint like this one needs at most"):
     """``json.loads`` with its cost bounded first: at most ``max_bytes`` of text and
     ``max_containers`` brackets (counted in C before parsing; brackets inside strings count too,
     so this is an upper bound) — and at most ``max_depth`` levels (a RecursionError is never
     raised). CheckpointError naming ``what`` otherwise (``invalid``: the reason for text that is
-    not JSON at all)."""
+    not JSON at all; ``bound``: the words before a limit, e.g. "tfviz reads at most")."""
     if len(text) > max_bytes:
-        raise fail(path, f"{what} is {len(text):,} bytes; a checkpoint like this one needs at most "
-                         f"{max_bytes:,}")
+        raise fail(path, f"{what} is {len(text):,} bytes; {bound} {max_bytes:,}")
     brackets = text.count("{" if isinstance(text, str) else b"{") + \
         text.count("[" if isinstance(text, str) else b"[")
     if brackets > max_containers:
-        raise fail(path, f"{what} has {brackets:,} JSON objects/arrays; a checkpoint like this one "
-                         f"needs at most {max_containers:,}")
+        raise fail(path, f"{what} has {brackets:,} JSON objects/arrays; {bound} {max_containers:,}")
     try:
         value = json.loads(text)
     except RecursionError:
@@ -102,6 +102,37 @@ def loads(text: str | bytes, path, what: str, *, max_bytes: int, max_containers:
         if json_depth(value) <= max_depth:
             return value
     raise fail(path, f"{what} nests deeper than {max_depth} levels")
+
+
+def read_text(path: Path, what: str, *, max_bytes: int, bound: str = "tfviz reads at most") -> str:
+    """A text file's contents, its size checked *before* it is read (and no more than
+    ``max_bytes`` + 1 bytes read, should it grow meanwhile), strict UTF-8. CheckpointError naming
+    ``what`` for anything else: a folder, a missing or unreadable file, other bytes."""
+    def check(info: os.stat_result) -> None:
+        if not stat.S_ISREG(info.st_mode):  # a folder, a pipe (open would wait), a device
+            raise fail(path, f"{what} is not a file (a folder?)")
+        if info.st_size > max_bytes:
+            raise fail(path, f"{what} is {info.st_size:,} bytes; {bound} {max_bytes:,}")
+    try:
+        check(os.stat(path))  # before it is opened
+        with open(path, "rb") as f:
+            check(os.fstat(f.fileno()))  # the file opened is the file checked
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:  # it grew meanwhile
+            raise fail(path, f"{what} is over {max_bytes:,} bytes; {bound} {max_bytes:,}")
+    except OSError as e:
+        raise fail(path, f"{what} cannot be read ({e.strerror or e})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise fail(path, f"{what} is not UTF-8 text (byte {e.start:,} is 0x{data[e.start]:02x})") from None
+
+
+def read_json(path: Path, what: str, *, max_bytes: int, max_containers: int,
+              max_depth: int = MAX_JSON_DEPTH, bound: str = "tfviz reads at most"):
+    """A JSON file, bounded like ``loads`` and read like ``read_text``."""
+    return loads(read_text(path, what, max_bytes=max_bytes, bound=bound), path, what,
+                 max_bytes=max_bytes, max_containers=max_containers, max_depth=max_depth, bound=bound)
 
 
 def checkpoint_path(path: str | os.PathLike) -> Path:

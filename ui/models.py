@@ -8,7 +8,8 @@ Sources, in the order the picker (``ui.picker``) lists them — ``SOURCES``, the
   local      Hugging Face model folders under models/ (TFVIZ_MODELS_DIR) and in the local Hugging
   hf-cache   Face cache, as ``tfviz.interop.list_models`` finds them (read only, offline), opened
              with ``tfviz.from_pretrained`` behind a progress bar; a folder that cannot open is
-             not listed but shown with its reason (``unopenable_models``)
+             not listed but shown with its reason in one line (``unopenable_models``); the
+             listing is ``tfviz.interop.catalogue``'s, refreshed off the page's render
 To add a source (e.g. pretrained folders on disk): one ``Source`` in ``SOURCES`` with a function
 listing its ``ModelRef``s and, when it is not a tfviz checkpoint, a ``load(path) -> Checkpoint``.
 
@@ -120,17 +121,14 @@ def _checkpoint(path: str):
 LOCAL_SOURCES = {"models": "local", "hf-cache": "hf-cache"}  # ModelInfo.source -> ModelRef.source
 
 
-@st.cache_data(ttl=10, show_spinner=False)
-def _local_models(models_dir: str, cache_dir: str) -> list:
-    from tfviz.interop import list_models
-
-    return list_models(models_dir, cache_dir)
-
-
 def local_models() -> list:
-    """``tfviz.interop.list_models()``: every folder under models/ (TFVIZ_MODELS_DIR) and in the
-    Hugging Face cache, from config.json and file sizes alone (re-read every 10 s)."""
-    return _local_models(str(_paths().models_dir()), str(_paths().hf_cache_dir()))
+    """Every folder under models/ (TFVIZ_MODELS_DIR) and in the Hugging Face cache, from
+    config.json and file sizes alone, as ``tfviz.interop.catalogue`` last listed them: the listing
+    is refreshed in a background thread (every 10 s at most, each folder re-read only when its
+    files changed), never in a page's render; a folder that cannot open is one line with its reason."""
+    from tfviz.interop import catalogue
+
+    return catalogue(_paths().models_dir(), _paths().hf_cache_dir()).models()
 
 
 def _size(info) -> str:
@@ -176,7 +174,10 @@ def _folder(path: str, progress=None):
 def _folder_stamp(root: Path) -> int:
     """A folder's version: the newest modification time of its files (weights replaced in place
     make another model, which a folder's own mtime would not show)."""
-    return max((f.stat().st_mtime_ns for f in root.iterdir() if f.is_file()), default=0)
+    try:
+        return max((f.stat().st_mtime_ns for f in root.iterdir() if f.is_file()), default=0)
+    except OSError:  # gone or unreadable meanwhile: loading it says why
+        return 0
 
 
 def _local_label(path: str) -> str:

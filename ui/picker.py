@@ -5,6 +5,7 @@ just trained"), and the picker shows it on the next run.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import streamlit as st
@@ -76,7 +77,13 @@ def local_notes(where) -> None:
     bad = unopenable_models()
     if bad:
         with where.expander(f"{len(bad)} local model folder{'s' if len(bad) > 1 else ''} cannot open"):
-            st.markdown("\n".join(f"- **{name}**: {reason}" for name, reason in bad))
+            st.markdown("\n".join(f"- **{_plain(name)}**: {_plain(reason)}" for name, reason in bad))
+
+
+def _plain(text: str) -> str:
+    """``text`` shown as it is in markdown (a folder's name or a value from its files may hold
+    ``*``, ``$`` (LaTeX), ``[`` ... ``]``, ``<``): each such character escaped."""
+    return re.sub(r"([\\`*_{}\[\]()<>#+!|~$])", r"\\\1", text)
 
 
 def current_model(required: bool = True, prefer: str | None = None,

@@ -100,6 +100,9 @@ class Adapter:
     @classmethod
     def check_architectures(cls, hf: dict) -> None:
         archs = hf.get("architectures") or []
+        if not isinstance(archs, list):  # a string would be refused letter by letter
+            raise ModelFolderError(f'config.json: "architectures" must be a list of class names, e.g. '
+                                   f'["{cls.architectures[0]}"], not {type(archs).__name__} {archs!r:.60}')
         odd = [a for a in archs if a not in cls.architectures]
         if odd:
             raise cls.refuse(f"architectures {odd}", f"tfviz reads {', '.join(cls.architectures)}")
@@ -531,7 +534,7 @@ MODEL_TYPES: dict[str, type[Adapter]] = {t: cls for cls in ADAPTERS.values() for
 def adapter_for(hf: dict) -> type[Adapter]:
     """The adapter for a config.json, or a ModelFolderError naming what is supported."""
     model_type = hf.get("model_type")
-    if model_type not in MODEL_TYPES:
+    if not isinstance(model_type, str) or model_type not in MODEL_TYPES:  # a list is unhashable
         raise ModelFolderError(
             f"model_type {model_type!r} is not supported; tfviz opens "
             + "; ".join(f"{c.label} ({', '.join(c.model_types)})" for c in ADAPTERS.values()))

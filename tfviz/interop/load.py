@@ -33,17 +33,50 @@ def from_pretrained(path: str | os.PathLike, *, max_bytes: int | None = None,
     ``Checkpoint`` whose ``model`` computes what transformers computes (float32). Raises
     ``ModelFolderError`` (a ValueError) saying why a folder cannot be opened: an unknown
     model_type, an option tfviz does not implement, pickle-only weights, weights over
-    ``max_bytes`` (default ``folder.local_max_bytes()``), a mapping that leaves weights unused.
+    ``max_bytes`` (default ``folder.local_max_bytes()``), a mapping that leaves weights unused —
+    and for any malformed file (wrong JSON types, too large or too deep, not UTF-8, truncated,
+    a folder where a file belongs, a link out of the folder): never another exception.
     The model is moved to ``device`` (as ``load_checkpoint`` does) and put in eval mode."""
+    try:
+        return _from_pretrained(path, max_bytes, progress, device)
+    except ModelFolderError:
+        raise
+    except Exception as e:  # noqa: BLE001 — a file no check foresaw: still a reason, not a crash
+        raise ModelFolderError(f"{path}: cannot be opened as a model folder "
+                               f"({type(e).__name__}: {_first_line(e)})") from e
+
+
+def _first_line(e: Exception) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[-1].strip()[:300] if lines else ""
+
+
+def model_config(config: dict, w) -> tuple[type, object, list[str]]:
+    """(adapter, ModelConfig, notes) for a folder's config.json (``w``: its weights, or a stand-in
+    that has every tensor); ModelFolderError for anything it cannot read."""
+    family = adapter_for(config)
+    try:
+        cfg, notes = family.model_config(config, w)
+    except ModelFolderError:
+        raise
+    except ValueError as e:  # ModelConfig's own checks: still about this folder's config.json
+        raise ModelFolderError(f"config.json: {e}") from None
+    except (TypeError, AttributeError, KeyError, IndexError, OverflowError) as e:
+        raise ModelFolderError(f"config.json has a value tfviz cannot read ({type(e).__name__}: "
+                               f"{_first_line(e)})") from None
+    return family, cfg, notes
+
+
+def _from_pretrained(path, max_bytes, progress, device) -> Checkpoint:
     report = progress or (lambda fraction, message: None)
     report(0.0, "reading config.json")
     folder = ModelFolder.open(path, max_bytes)
-    family = adapter_for(folder.config)
     with folder.weights(lambda f, msg: report(0.02 + 0.88 * f, msg)) as w:
         try:
-            cfg, notes = family.model_config(folder.config, w)
-        except ValueError as e:  # ModelConfig's own checks: still about this folder's config.json
-            raise ModelFolderError(f"{folder.path}: {e}") from None
+            family, cfg, notes = model_config(folder.config, w)
+        except ModelFolderError as e:
+            msg = str(e)
+            raise ModelFolderError(msg if msg.startswith(str(folder.path)) else f"{folder.path}: {msg}") from None
         state = dict(family.state_dict(cfg, w))
         left = unused(w, family, cfg)
     if left:
@@ -61,7 +94,7 @@ def from_pretrained(path: str | os.PathLike, *, max_bytes: int | None = None,
     tokenizer = None
     if folder.tokenizer_file is not None:
         tokenizer = load_tokenizer(folder.tokenizer_file, folder.tokenizer_config, folder.config,
-                                   folder.special_tokens_map)
+                                   folder.special_tokens_map, max_tokens=cfg.vocab_size)
         if tokenizer.vocab_size > cfg.vocab_size:
             raise ModelFolderError(f"{folder.path}: tokenizer.json has {tokenizer.vocab_size} tokens but "
                                    f"the model only {cfg.vocab_size} embeddings")

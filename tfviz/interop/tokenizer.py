@@ -11,13 +11,13 @@ Qwen2), a WordPiece model "wordpiece" (BERT), a BPE/Unigram over Metaspace "▁"
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
 
+from .. import limits, storage
 from ..tokenize import ROLES, Tokenizer
-from .folder import ModelFolderError
+from .folder import ModelFolderError, tokenizer_json_max_bytes
 
 
 def _walk(node) -> list[str]:
@@ -66,7 +66,8 @@ def specials_of(backend: HFTokenizer, spec: dict, *configs: dict, model_config: 
     for role in ROLES:
         found = [_content(c.get(f"{role}_token")) for c in configs]
         i = model_config.get(f"{role}_token_id")
-        found.append(backend.id_to_token(i) if isinstance(i, int) and not isinstance(i, bool) else None)
+        found.append(backend.id_to_token(i) if isinstance(i, int) and not isinstance(i, bool)
+                     and 0 <= i < 2**31 else None)
         if role == "unk":
             found.append(_content((spec.get("model") or {}).get("unk_token")))
         found += [t for t in CONVENTIONAL[role] if t in marked]
@@ -76,15 +77,54 @@ def specials_of(backend: HFTokenizer, spec: dict, *configs: dict, model_config: 
     return out
 
 
-def load_tokenizer(path: Path, tokenizer_config: dict, model_config: dict,
-                   special_tokens_map: dict | None = None) -> Tokenizer:
+STRINGS_PER_TOKEN, SPARE_STRINGS = 8, 10_000
+"""A tokenizer.json for V tokens holds about V strings (its vocabulary) + 1-2 per merge + a few for
+its settings: Llama 3's 5.4 per token, Qwen2's 3, GPT-2's 2. More is refused before parsing."""
+
+
+def read_spec(path: Path, max_tokens: int | None = None) -> tuple[str, dict]:
+    """(text, parsed) of a tokenizer.json, bounded before it is parsed (``TFVIZ_TOKENIZER_MAX_MB``,
+    ``limits.TOKENIZER_CONTAINERS`` brackets, ``storage.MAX_JSON_DEPTH`` levels); with
+    ``max_tokens`` (the model's vocab_size) a vocabulary larger than the model's is refused before
+    the tokenizers library builds it (3M tokens took it 28 s and 1.5 GB)."""
+    limit = tokenizer_json_max_bytes()
     try:
-        text = path.read_text(encoding="utf-8")
-        spec = json.loads(text)
+        text = storage.read_text(path, "tokenizer.json", max_bytes=limit)
+        if max_tokens is not None:  # counted in C, before json.loads holds the GIL for seconds
+            strings = (text.count('"') - text.count('\\"')) // 2
+            most = STRINGS_PER_TOKEN * max_tokens + SPARE_STRINGS
+            if strings > most:
+                raise ModelFolderError(f"{path}: tokenizer.json holds about {strings:,} strings; a tokenizer "
+                                       f"for the model's {max_tokens:,} embeddings needs at most {most:,}")
+        spec = storage.loads(text, path, "tokenizer.json", max_bytes=limit,
+                             max_containers=limits.TOKENIZER_CONTAINERS, bound="tfviz reads at most")
+    except storage.CheckpointError as e:
+        raise ModelFolderError(str(e)) from None
+    model = spec.get("model") if isinstance(spec, dict) else None
+    if not isinstance(model, dict):
+        raise ModelFolderError(f"{path}: not a tokenizer.json (it needs a \"model\" object)")
+    vocab = model.get("vocab")
+    n = len(vocab) if isinstance(vocab, (dict, list)) else 0
+    if max_tokens is not None and n > max_tokens:
+        raise ModelFolderError(f"{path}: tokenizer.json has {n:,} tokens but the model only "
+                               f"{max_tokens:,} embeddings")
+    return text, spec
+
+
+def load_tokenizer(path: Path, tokenizer_config: dict, model_config: dict,
+                   special_tokens_map: dict | None = None, max_tokens: int | None = None) -> Tokenizer:
+    """The folder's tokenizer (``read_spec`` bounds the file; ``max_tokens``: the model's vocab_size)."""
+    text, spec = read_spec(path, max_tokens)
+    try:
         backend = HFTokenizer.from_str(text)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ModelFolderError(f"{path}: not a readable tokenizer.json ({e})") from None
     except Exception as e:  # the Rust side raises plain Exception
-        raise ModelFolderError(f"{path}: the tokenizers library cannot read it ({e})") from None
-    specials = specials_of(backend, spec, tokenizer_config, special_tokens_map or {}, model_config=model_config)
-    return Tokenizer(backend, kind_of(spec), specials=specials)
+        raise ModelFolderError(f"{path}: the tokenizers library cannot read it ({str(e)[:300]})") from None
+    try:
+        specials = specials_of(backend, spec, tokenizer_config, special_tokens_map or {},
+                               model_config=model_config)
+        return Tokenizer(backend, kind_of(spec), specials=specials)
+    except ModelFolderError:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError, OverflowError) as e:
+        raise ModelFolderError(f"{path}: its special tokens cannot be read ({type(e).__name__}: "
+                               f"{str(e)[:300]})") from None
