@@ -35,6 +35,7 @@ MB = 2**20
 UPLOAD_MB = 50
 MIN_TEACHER_KEY = 12
 TEACHER_ATTEMPT_INTERVAL_S = 1.0  # server-wide: at most one teacher-key check per second
+TEACHER_BACKOFF_MAX_S = 60.0  # a session's wait after wrong keys doubles (1, 2, 4 ... s) up to this
 CPU_MEMORY_SHARE = 0.5
 GPU_MEMORY_SHARE = 0.8
 
