@@ -264,16 +264,17 @@ def test_a_decoder_beside_an_encoder_decoder_shows_the_attention_they_share(tmp_
     assert list(at.dataframe[-1].value["model"]) == ["copy-dec", "copy-ed"]
 
 
-def test_a_crafted_selection_of_12_models_keeps_4_and_says_so() -> None:
+def test_a_crafted_selection_of_12_models_keeps_4_and_says_so(monkeypatch) -> None:
     """Issue 22: a crafted message selecting 12 models (the widget allows 4) gave the session a
     generic exception box (StreamlitSelectionCountExceedsMaxError). Now the page keeps the first 4
     and says why."""
     from tfviz.analysis.compare import MAX_MODELS
 
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(zoo_dir()))  # the shipped zoo: 16 models
     at = open_page("compare")
     models = at.multiselect(key="cmp_models")
     twelve = list(models.options)[:12]
-    assert len(twelve) == 12  # the shipped zoo lists 16
+    assert len(twelve) == 12
     models.set_value(twelve).run()
     ok(at)
     assert (f"12 models were selected; Compare shows at most {MAX_MODELS} side by side, so it keeps "
