@@ -32,9 +32,11 @@ process (another summation order, another vector width, another libm), of the sa
     |T' - T| = |e' - e| <= |e'| + |e| <= (1 + SAFETY) * |e|      with SAFETY = 3
 
 (e' up to 3 times the recorded e: the recorded e is one sample. Measured against the golden
-file, recorded on another CPU: torch kernels default / AVX2 / AVX-512 x MKL AVX2 / AVX-512 x 1, 2, 4
-threads moved no number by more than 0.49 of its bound below, i.e. about 2 |e|). Per summary this
-gives, with E = 1 + SAFETY:
+file, recorded on another CPU, on an AVX-512 machine: torch's kernels AVX-512 / AVX2
+(ATEN_CPU_CAPABILITY) x MKL's AVX-512 / AVX2 / SSE4.2 paths (MKL_ENABLE_INSTRUCTIONS) x 1, 2, 4
+threads moved no number by more than 0.49 of its bound below (about 2 |e|); torch without vector
+kernels (ATEN_CPU_CAPABILITY=default, what a CPU without AVX2 runs) with MKL's SSE4.2 path: 0.70,
+pos-rope's blocks.1.attn.hook_z). Per summary this gives, with E = 1 + SAFETY:
 
     element x_i     |x'_i - x_i|           <= E * max|e|                    + 2u |x_i|
     sum, sum |x|    |sum x' - sum x|       <= E * sum|e|                    + 2u sum|x|
