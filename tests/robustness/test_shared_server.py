@@ -350,16 +350,36 @@ def test_a_short_teacher_key_leaves_the_panel_off():
 KEY = "correct horse battery staple"
 
 
-def test_parallel_guessing_gets_one_guess_a_second_and_the_teacher_always_gets_in(caplog):
+class _LoggedKey(TeacherKey):
+    """A TeacherKey that logs, in order (both under its lock), each attempt's arrival and each key
+    it compares."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.events: list[tuple[str, str]] = []
+
+    def _session(self, who):
+        self.events.append(("arrives", who))
+        return super()._session(who)
+
+
+def test_parallel_guessing_gets_one_guess_a_second_and_the_teacher_always_gets_in(caplog, monkeypatch):
     """Issue 15: 20 sessions guessing in parallel get one check per interval between them.
     Issue 22: they also filled the 8 places of the server's one queue, so the teacher typing the
     right key 7 times got "too many attempts at once" every time. Now each session has at most
     one pending check and its own growing back-off, and a session that has guessed wrong waits
     behind every one that has not: 20 sessions hammer the key (refused at once while in their
-    back-off) while the teacher logs in 7 times — every time accepted, never refused, and each
-    time at most one other key (the one being compared as the teacher typed) goes before it."""
+    back-off) while the teacher logs in 7 times — every time accepted, never refused, and every
+    time the next key compared after the teacher's arrives is the teacher's."""
+    import hmac
+
+    from tfviz.classroom import teacher as teacher_module
+
     interval, backoff_max = 0.02, 0.16
-    key = TeacherKey(KEY, interval=interval, backoff_max=backoff_max)
+    key = _LoggedKey(KEY, interval=interval, backoff_max=backoff_max)
+    compare = hmac.compare_digest
+    monkeypatch.setattr(teacher_module.hmac, "compare_digest",
+                        lambda a, b: key.events.append(("compared", a.decode())) or compare(a, b))
     stop = threading.Event()
     evaluated = {i: 0 for i in range(20)}
     refused: list[str] = []
@@ -382,8 +402,7 @@ def test_parallel_guessing_gets_one_guess_a_second_and_the_teacher_always_gets_i
             wait_for(lambda: all(evaluated.values()), timeout=120)  # every guesser has failed once
             teacher = []
             for _ in range(7):
-                before = key.checks
-                teacher.append((key.check(KEY, who="teacher"), key.checks - before))
+                teacher.append(key.check(KEY, who="teacher"))
                 time.sleep(interval)  # the teacher retypes; the guessers take their turns meanwhile
             wait_for(lambda: sum(evaluated.values()) >= 20 + 40, timeout=120)  # guessing went on
         finally:
@@ -391,8 +410,12 @@ def test_parallel_guessing_gets_one_guess_a_second_and_the_teacher_always_gets_i
             for t in threads:
                 t.join(120)
     took = time.monotonic() - start
-    assert [ok for ok, _ in teacher] == [True] * 7  # accepted every time, never refused
-    assert all(1 <= n <= 2 for _, n in teacher), teacher  # the teacher's check, at most one before it
+    assert teacher == [True] * 7  # accepted every time, never refused
+    events = list(key.events)
+    arrivals = [i for i, e in enumerate(events) if e == ("arrives", "teacher")]
+    assert len(arrivals) == 7
+    for i in arrivals:  # no guesser's key is compared between the teacher's arrival and its check
+        assert next(e for e in events[i:] if e[0] == "compared") == ("compared", KEY)
     assert key.checks <= took / interval + 1  # one check per interval, however many guess
     for n in evaluated.values():  # each guesser: one check, then waits 1, 2, 4 ... up to 8 intervals
         allowed, t = 1, key.backoff_after(1)
