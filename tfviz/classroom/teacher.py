@@ -13,9 +13,9 @@ Guessing it must be hopeless, and the teacher must always get in:
   before then is refused at once, without a check and without taking a turn. A right key resets it;
 * the pending checks take their turns by how many wrong keys their session has given in a row,
   fewest first (first come, first served among equals). There is no queue the guessers can fill:
-  a session that has guessed wrong waits behind every session that has not, so the teacher's first
-  check waits for at most the check being made and those of sessions that have never guessed
-  wrong — never behind the guessers, never refused for their sake.
+  a session that has guessed wrong waits behind every session that has not, so the teacher's
+  check waits for the server's interval since the last check and for sessions that have never
+  guessed wrong that came first — never behind the guessers, never refused for their sake.
 
 Wrong keys are logged (session id and count, never the guess). A random 12-character key
 (``secrets.token_urlsafe(9)``) at one guess a second takes 10^14 years to find. What remains: a
