@@ -197,6 +197,8 @@ def compute(source, errors: bool = False) -> dict:
     got = quantities(ck)
     if not errors:
         return {name: summary(t) for name, t in got.items()}
+    if not isinstance(source, (str, Path)):
+        raise TypeError("errors=True loads the checkpoint again in float64: pass its path")
     wide = tfviz.load_checkpoint(source)
     wide.model.double()
     exact = quantities(wide)
