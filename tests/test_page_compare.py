@@ -262,3 +262,22 @@ def test_a_decoder_beside_an_encoder_decoder_shows_the_attention_they_share(tmp_
         want = recorded(load_checkpoint(p).model, [hook_name(0, "attn.hook_pattern", stack)], ids, source)
         np.testing.assert_allclose(arr(chart(at, f"cmp_head_{n}")["data"][0]["z"]), want[0, 0], atol=1e-6)
     assert list(at.dataframe[-1].value["model"]) == ["copy-dec", "copy-ed"]
+
+
+def test_a_crafted_selection_of_12_models_keeps_4_and_says_so(monkeypatch) -> None:
+    """Issue 22: a crafted message selecting 12 models (the widget allows 4) gave the session a
+    generic exception box (StreamlitSelectionCountExceedsMaxError). Now the page keeps the first 4
+    and says why."""
+    from tfviz.analysis.compare import MAX_MODELS
+
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(zoo_dir()))  # the shipped zoo: 16 models
+    at = open_page("compare")
+    models = at.multiselect(key="cmp_models")
+    twelve = list(models.options)[:12]
+    assert len(twelve) == 12
+    models.set_value(twelve).run()
+    ok(at)
+    assert (f"12 models were selected; Compare shows at most {MAX_MODELS} side by side, so it keeps "
+            f"the first {MAX_MODELS}.") in [w.value for w in at.warning]
+    kept = at.multiselect(key="cmp_models").value  # paths; the options are their labels
+    assert [Path(p).stem for p in kept] == [label.split(" (")[0] for label in twelve[:MAX_MODELS]]

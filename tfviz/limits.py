@@ -43,6 +43,7 @@ FOLDER_JSON_MB = 4
 FOLDER_JSON_CONTAINERS = 100_000   # brackets in one such file (a config.json has tens)
 TOKENIZER_CONTAINERS = 1_000_000   # brackets in a tokenizer.json: one per merge (Llama 3: 280k)
 TEACHER_ATTEMPT_INTERVAL_S = 1.0  # server-wide: at most one teacher-key check per second
+TEACHER_BACKOFF_MAX_S = 60.0  # a session's wait after wrong keys doubles (1, 2, 4 ... s) up to this
 CPU_MEMORY_SHARE = 0.5
 GPU_MEMORY_SHARE = 0.8
 

@@ -212,12 +212,20 @@ def select(refs: dict, selected: str | None) -> None:
     """Set the Models widget's state ("cmp_models") before it is drawn: the pair a finished
     training asked for, else the defaults on the first visit; models no longer listed are dropped.
     (A widget's state is only set safely in a full run before the widget: the button sits in a
-    fragment, so it leaves its request under OPEN.)"""
+    fragment, so it leaves its request under OPEN.) More than ``cmp.MAX_MODELS`` (a crafted
+    message: the widget itself allows no more) keeps the first ones and says so, instead of the
+    widget's exception."""
     if (opened := st.session_state.pop(OPEN, None)) is not None:
         st.session_state["cmp_models"] = opened
     elif "cmp_models" not in st.session_state:
         st.session_state["cmp_models"] = default_models(refs, selected)
-    st.session_state["cmp_models"] = [p for p in st.session_state["cmp_models"] if p in refs]
+    chosen = st.session_state["cmp_models"]
+    chosen = [p for p in dict.fromkeys(chosen if isinstance(chosen, (list, tuple)) else []) if p in refs]
+    if len(chosen) > cmp.MAX_MODELS:
+        st.warning(f"{len(chosen)} models were selected; Compare shows at most {cmp.MAX_MODELS} side by "
+                   f"side, so it keeps the first {cmp.MAX_MODELS}.")
+        chosen = chosen[:cmp.MAX_MODELS]
+    st.session_state["cmp_models"] = chosen
 
 
 def default_models(refs: dict, selected: str | None) -> list[str]:

@@ -1,7 +1,8 @@
 """The teacher's sidebar panel (only when ``TFVIZ_TEACHER_KEY`` is set): unlock it with the key,
 then publish the selected trained/uploaded model to every session (``tfviz.publish``), or
 withdraw a published one, and see and stop every session's trainings. The key's rules (a
-minimum length, one check per second server-wide, failures logged) are ``tfviz.classroom.teacher.TeacherKey``'s; this is the glue."""
+minimum length, one check per second server-wide, one pending check and a growing back-off per
+session, failures logged) are ``tfviz.classroom.teacher.TeacherKey``'s; this is the glue."""
 from __future__ import annotations
 
 import os
@@ -36,8 +37,9 @@ def _check_teacher_key() -> None:
         return
     try:
         ok = gate().check(given, who=session_id())
-    except TooManyAttempts as e:
-        st.session_state["_teacher_wrong"] = f"{e}."
+    except TooManyAttempts as e:  # this session's own check pending, or its back-off
+        why = str(e)
+        st.session_state["_teacher_wrong"] = f"{why[:1].upper()}{why[1:]}."
         return
     if ok:
         st.session_state["teacher"] = True

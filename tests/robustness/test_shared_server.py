@@ -347,48 +347,127 @@ def test_a_short_teacher_key_leaves_the_panel_off():
     assert TeacherKey("correct horse battery staple").enabled
 
 
-def test_parallel_guessing_gets_one_guess_a_second_for_the_whole_server(caplog):
-    """Was: the 1 s delay was per session, so 20 sessions guessed 6.6 times a second, with no
-    log. Now 20 sessions guessing together get at most one check per interval between them."""
-    key = TeacherKey("correct horse battery staple", interval=0.2, max_waiting=30)
-    checks, start = [], time.monotonic()
-    stop = start + 2.0
+KEY = "correct horse battery staple"
+
+
+class _LoggedKey(TeacherKey):
+    """A TeacherKey that logs, in order (both under its lock), each attempt's arrival and each key
+    it compares."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.events: list[tuple[str, str]] = []
+
+    def _session(self, who):
+        self.events.append(("arrives", who))
+        return super()._session(who)
+
+
+def test_parallel_guessing_gets_one_guess_a_second_and_the_teacher_always_gets_in(caplog, monkeypatch):
+    """Issue 15: 20 sessions guessing in parallel get one check per interval between them.
+    Issue 22: they also filled the 8 places of the server's one queue, so the teacher typing the
+    right key 7 times got "too many attempts at once" every time. Now each session has at most
+    one pending check and its own growing back-off, and a session that has guessed wrong waits
+    behind every one that has not: 20 sessions hammer the key (refused at once while in their
+    back-off) while the teacher logs in 7 times — every time accepted, never refused, and every
+    time the next key compared after the teacher's arrives is the teacher's."""
+    import hmac
+
+    from tfviz.classroom import teacher as teacher_module
+
+    interval, backoff_max = 0.02, 0.16
+    key = _LoggedKey(KEY, interval=interval, backoff_max=backoff_max)
+    compare = hmac.compare_digest
+    monkeypatch.setattr(teacher_module.hmac, "compare_digest",
+                        lambda a, b: key.events.append(("compared", a.decode())) or compare(a, b))
+    stop = threading.Event()
+    evaluated = {i: 0 for i in range(20)}
+    refused: list[str] = []
 
     def guesser(i):
-        while time.monotonic() < stop:
-            assert key.check(f"guess {i}", who=f"{i:012x}") is False
-            checks.append(time.monotonic())
+        while not stop.is_set():
+            try:
+                assert key.check(f"guess {i}", who=f"{i:012x}") is False
+                evaluated[i] += 1
+            except TooManyAttempts as e:
+                refused.append(str(e))
+                time.sleep(0.005)  # an attacker's loop (a real one would not even wait this long)
 
+    start = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="tfviz.teacher"):
         threads = [threading.Thread(target=guesser, args=(i,)) for i in range(20)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join(120)
-    took = time.monotonic() - start
-    assert len(checks) <= 2.0 / 0.2 + 20  # the ones already waiting at the deadline finish too
-    assert took >= (len(checks) - 1) * 0.2  # one check per interval, however many guess
-    failures = [r for r in caplog.records if "wrong key" in r.getMessage()]
-    assert len(failures) == len(checks) and all("guess" not in r.getMessage() for r in failures)
-    assert key.check("correct horse battery staple") is True  # the teacher still gets in
-
-
-def test_too_many_waiting_checks_are_refused_at_once():
-    key = TeacherKey("correct horse battery staple", interval=3.0, max_waiting=2)
-    outcomes = []
-
-    def guess():
         try:
-            outcomes.append(key.check("nope"))
-        except TooManyAttempts as e:
-            outcomes.append(str(e))
+            wait_for(lambda: all(evaluated.values()), timeout=120)  # every guesser has failed once
+            teacher = []
+            for _ in range(7):
+                teacher.append(key.check(KEY, who="teacher"))
+                time.sleep(interval)  # the teacher retypes; the guessers take their turns meanwhile
+            wait_for(lambda: sum(evaluated.values()) >= 20 + 40, timeout=120)  # guessing went on
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(120)
+    took = time.monotonic() - start
+    assert teacher == [True] * 7  # accepted every time, never refused
+    events = list(key.events)
+    arrivals = [i for i, e in enumerate(events) if e == ("arrives", "teacher")]
+    assert len(arrivals) == 7
+    for i in arrivals:  # no guesser's key is compared between the teacher's arrival and its check
+        assert next(e for e in events[i:] if e[0] == "compared") == ("compared", KEY)
+    assert key.checks <= took / interval + 1  # one check per interval, however many guess
+    for n in evaluated.values():  # each guesser: one check, then waits 1, 2, 4 ... up to 8 intervals
+        allowed, t = 1, key.backoff_after(1)
+        while t <= took:
+            allowed += 1
+            t += key.backoff_after(allowed)
+        assert n <= allowed
+    assert refused and all("wrong key" in r and "try again in" in r for r in refused)
+    failures = [r for r in caplog.records if "wrong key" in r.getMessage()]
+    assert len(failures) == sum(evaluated.values()) and all("guess" not in r.getMessage() for r in failures)
 
-    threads = [threading.Thread(target=guess) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert outcomes.count(False) >= 2 and "too many attempts at once: try again in a minute" in outcomes
+
+def test_one_pending_check_per_session_and_sessions_do_not_block_each_other():
+    key = TeacherKey(KEY, interval=0.5)
+    assert key.check("warm up", who="a") is False  # the server's next check is 0.5 s away
+    outcomes = {}
+
+    def check(who):
+        outcomes[who] = key.check("nope", who=who)
+
+    first = threading.Thread(target=check, args=("b",))
+    first.start()
+    wait_for(lambda: key.waiting() == 1)
+    with pytest.raises(TooManyAttempts, match="your previous attempt is still being checked"):
+        key.check("again", who="b")  # refused at once, not queued
+    other = threading.Thread(target=check, args=("c",))  # another session is not refused
+    other.start()
+    wait_for(lambda: key.waiting() == 2 or "c" in outcomes)
+    assert key.check(KEY, who="teacher") is True  # queued behind b and c (no wrong keys yet), not refused
+    first.join(60)
+    other.join(60)
+    assert outcomes == {"b": False, "c": False}
+
+
+def test_a_sessions_back_off_doubles_up_to_a_cap_and_resets_on_success():
+    now = [100.0]
+    key = TeacherKey(KEY, interval=0.0, backoff=1.0, backoff_max=8.0, clock=lambda: now[0])
+    waits = []
+    for _ in range(6):
+        assert key.check("nope", who="s") is False
+        with pytest.raises(TooManyAttempts, match="from this session: try again in") as e:
+            key.check("nope", who="s")  # too soon: refused without a check
+        assert key.check(KEY, who="t") is True  # another session is not held back
+        waits.append(e.value.retry_after)
+        now[0] += e.value.retry_after
+    assert waits == [1, 2, 4, 8, 8, 8]
+    assert key.checks == 12  # the refused attempts compared nothing
+    assert key.check(KEY, who="s") is True  # the right key resets it
+    assert key.check("nope", who="s") is False
+    with pytest.raises(TooManyAttempts) as e:
+        key.check("nope", who="s")
+    assert e.value.retry_after == 1
 
 
 # ------------------------------------------------------------------ item 5: the model cache
