@@ -41,11 +41,11 @@ class LayerNorm(nn.LayerNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = super().forward(x)  # the fused kernel: the same numbers whether recorded or not
         if self.hook_scale.active or self.hook_normalized.active:
-            h = x.float()
+            h = x.float() if x.element_size() < 4 else x  # bf16/fp16 up to float32; float64 stays
             centred = h - h.mean(-1, keepdim=True)
             scale = (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt().to(x.dtype)  # [batch, pos, 1]
             hooked_scale = self.hook_scale(scale)
-            normalized = (centred / hooked_scale.float()).to(x.dtype)  # [batch, pos, d_model]
+            normalized = (centred / hooked_scale.to(h.dtype)).to(x.dtype)  # [batch, pos, d_model]
             hooked = self.hook_normalized(normalized)
             if hooked is not normalized or hooked_scale is not scale:  # a hook replaced one
                 out = hooked * self.weight + self.bias
