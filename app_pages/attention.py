@@ -102,7 +102,8 @@ def probe() -> None:
     candidates, queries = explorer.probe_candidates(tokens, meta), explorer.probe_queries(tokens, meta)
     if not queries or not candidates:
         return st.info("This sentence needs an 'it'/'its' and candidate nouns (e.g. 'the law').")
-    q = query_picker("Pronoun (query)", "probe_query", tokens, queries[-1])
+    q = query_picker("Pronoun (query)", "probe_query", tokens, explorer.probe_default(queries, meta),
+                     positions=queries, follows=tuple(ids))  # the chosen sentence's pronouns
     P = explorer.layer_stack(cache.record(lm, (tuple(ids),)), explorer.sites(cfg)[0])
     df = explorer.with_roles(pronoun_probe(P, q, candidates), cache.head_table(lm, explorer.sites(cfg)[0]))
     st.markdown("  \n".join(explorer.probe_lines(df, list(candidates), tokens[q])))

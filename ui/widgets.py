@@ -45,9 +45,16 @@ def layer_head(cfg, prefix: str, where=None, *, average: bool = False) -> tuple[
 
 
 def query_picker(label: str, key: str, tokens: Sequence[str], default: int,
-                 every: bool = False, where=st) -> int:
-    """A query-position selector ("pos 3 · 'law'"); -1 = every token when ``every``."""
-    options = ([-1] if every else []) + list(range(len(tokens)))
+                 every: bool = False, where=st, positions: Sequence[int] | None = None,
+                 follows=None) -> int:
+    """A query-position selector ("pos 3 · 'law'"); -1 = every token when ``every``.
+    ``positions``: only these positions (default: every one). ``follows``: what the choice
+    belongs to (e.g. the sentence): when it changes, the kept choice is dropped and ``default``
+    shown — position 16 of another sentence is another token."""
+    options = ([-1] if every else []) + list(range(len(tokens)) if positions is None else positions)
+    if follows is not None and st.session_state.get(f"_{key}_follows") != follows:
+        st.session_state.pop(key, None)
+        st.session_state[f"_{key}_follows"] = follows
     return choice(where, label, options, key, default,
                   format_func=lambda i: "every token" if i < 0 else f"pos {i} · '{tokens[i]}'")
 
