@@ -74,11 +74,14 @@ with left:
         if st.form_submit_button("Start training", type="primary", key=P + "start"):
             try:  # a bad setting, or beyond the server's limits (memory, disk, jobs per session)
                 task = ts.preset_task(pre)
-                job_id = ts.submit(task, *ts.configs_from_form(task), st.session_state[P + "name"])
+                configs = ts.configs_from_form(task)
+                job_id = ts.submit(task, *configs, st.session_state[P + "name"])
             except ValueError as e:
                 st.error(f"Not started: {e}")
             else:
                 st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
+                if note := ts.cap_note(task, *configs):  # past the job time cap: said at once
+                    st.warning(note)
     ts.remember()
     if job_id := finetune.panel(ts.submit):  # an imported decoder on the student's own text
         st.session_state[P + "job"] = st.session_state["_train_job"] = job_id

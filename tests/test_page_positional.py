@@ -73,6 +73,16 @@ def test_rope_uses_real_q_and_k(tiny_zoo) -> None:
     tip = anim["frames"][0]["data"][0]  # q at m = 0 is the unrotated pair
     np.testing.assert_allclose(arr(tip["x"])[1], q_pair[0], atol=1e-6)
     np.testing.assert_allclose(arr(tip["y"])[1], q_pair[1], atol=1e-6)
+    # issue 25, item 4: the rotation chart opens on the slider's m and says the same q·k as the
+    # caption and the grid (it said "m = 0, q·k = 0.211" beside m = 14, q·k = −0.9137)
+    title = anim["layout"]["title"]["text"]
+    assert "m = 9 ·" in title and f"q·k = {z[9, 4]:.4f}" in title, title
+    assert anim["layout"]["sliders"][0]["active"] == 9
+    shown = arr(anim["data"][1]["x"])[1], arr(anim["data"][1]["y"])[1]  # q's arrow tip at m = 9
+    frame9 = next(f for f in anim["frames"] if f["name"] == "9")["data"][0]
+    np.testing.assert_allclose(shown, (arr(frame9["x"])[1], arr(frame9["y"])[1]), atol=1e-9)
+    caption = next(c.value for c in at.caption if "Rotated to those positions" in c.value)
+    assert f"q·k is {z[9, 4]:.4f}" in caption
 
 
 def test_picking_a_model_opens_its_own_scheme(tiny_zoo) -> None:

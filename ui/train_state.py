@@ -175,6 +175,15 @@ def submit(task, model_config, train_config, name: str, init: str | None = None)
                                 checkpoint=trained_dir() / f"{name}.safetensors", init=init)
 
 
+def cap_note(task, model_config, train_config) -> str | None:
+    """Said when a run is started: its steps cannot finish before the server's job time cap
+    (``tfviz.train.timecap``), or None."""
+    from tfviz.train.timecap import expectation, idle_pace
+
+    return expectation(train_config.steps, idle_pace(task, model_config, train_config),
+                       job_manager().max_seconds)
+
+
 # ------------------------------------------------------------------------------ job display
 def open_in(job) -> tuple[str, str]:
     """(page, its name) where a finished run opens: the Attention explorer, or for a model without
@@ -245,6 +254,12 @@ def metrics(job, s) -> None:
     c[3].metric("Tokens/s", f"{latest['tokens_per_s']:,.0f}" if latest else "–")
     c[4].metric("ETA", seconds(latest.get("eta")) if s.state == "running" else "–")
     c[5].metric("Device", device_of(job))
+    if s.state == "running" and latest:  # the ETA against the job time cap, as soon as it is known
+        from tfviz.train.timecap import outlook
+
+        cap = job_manager().max_seconds
+        if note := outlook(s.step, s.total_steps, latest.get("elapsed"), latest.get("eta"), cap):
+            st.warning(note)
     if "gpu_memory_gib" in latest:  # trained on a CUDA GPU
         g = st.columns(3)
         mfu = latest.get("mfu")
