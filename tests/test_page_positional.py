@@ -85,6 +85,33 @@ def test_rope_uses_real_q_and_k(tiny_zoo) -> None:
     assert f"q·k is {z[9, 4]:.4f}" in caption
 
 
+def test_a_reload_keeps_the_picked_model(tiny_zoo) -> None:
+    """Issue 25, item 8: reloading a page reset the picked model to the page's default. The pick
+    is kept in the URL (``?model=…``, beside ``?sid=…``; a name, never a server path) and a fresh
+    session opened on that URL (a reload) shows it; the picker's own default is not written."""
+    from streamlit.testing.v1 import AppTest
+
+    from apptest_helpers import APP, TIMEOUT_S
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    at.switch_page("app_pages/positional.py").run()
+    ok(at)
+    assert "model" not in at.query_params  # nobody picked a model yet
+    at.sidebar.selectbox(key="model_select").select(str(tiny_zoo["tiny-induction"])).run()
+    ok(at)
+    named = at.query_params["model"]
+    assert named.endswith("/tiny-induction") and str(tiny_zoo["tiny-induction"].parent) not in named
+    reload = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    reload.query_params.update(sid=at.session_state["sid"], model=named)
+    reload.run()
+    reload.switch_page("app_pages/positional.py").run()
+    ok(reload)
+    assert reload.session_state["model_path"] == str(tiny_zoo["tiny-induction"])
+    assert reload.radio(key="pos_section").value == "Learned"  # its own scheme, not the default's
+    assert reload.query_params["model"] == named
+
+
 def test_picking_a_model_opens_its_own_scheme(tiny_zoo) -> None:
     """Issue 11, before: with the Positional page open on RoPE, picking a learned-positions model
     left the page on RoPE with demo vectors. After: another model opens on its own scheme."""
