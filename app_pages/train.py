@@ -17,12 +17,12 @@ P = ts.P
 st.title("Train")
 f = ts.form()  # the form's values
 ts.restore()  # ... back in the widgets' state, which alone sets their values (see ui.train_state)
-left, right = st.columns([2, 3], gap="large")
+left, right = st.columns([1, 1], gap="large")  # the form's selectors readable at 1024 px
 
 
 with left:
     st.subheader("New run")
-    a, k, b = st.columns([4, 3, 4])
+    a = k = b = st  # one under another: side by side their values were cut ("Transf…")
     ts.pick(a, "Task", ts.trainable_tasks(), "task", on_change=ts.apply_preset)
     ts.pick(k, "Model type", kinds_for(f["task"]), "kind", on_change=ts.apply_preset,
             format_func=KIND_LABELS.get,
