@@ -358,6 +358,12 @@ def test_invalid_config_shows_the_error(models_dir, values, message) -> None:
 
 def test_gqa_kv_heads_must_divide_heads(models_dir) -> None:
     at = open_train("copy")
+    # issue 25, item 8: the form said "Attention: MHA" beside "K/V heads: 2" (of 4 heads)
+    assert at.radio(key="train_attn_kind").value == "MHA"
+    assert at.number_input(key="train_n_kv_heads").value == at.number_input(key="train_n_heads").value
+    at.radio(key="train_attn_kind").set_value("GQA")
+    at.button(key="train_start").click().run()  # GQA with a K/V head per head would be MHA
+    assert any("GQA shares each K/V head" in e.value for e in at.error), [e.value for e in at.error]
     at.radio(key="train_attn_kind").set_value("GQA")
     at.number_input(key="train_n_kv_heads").set_value(3)
     at.button(key="train_start").click().run()

@@ -84,7 +84,7 @@ def preset_values(task: str, label: str = CPU, kind: str = "transformer") -> dic
     tm = m if kind == "transformer" else QUICK[task].model
     return dict(task=task, kind=kind, preset=label, arch=m["arch"], pos=tm["pos"],
                 d_model=m["d_model"], n_layers=m["n_layers"], n_heads=tm["n_heads"], attn_kind="MHA",
-                n_kv_heads=max(1, tm["n_heads"] // 2), window=tm.get("window") or 0,
+                n_kv_heads=tm["n_heads"], window=tm.get("window") or 0,  # MHA: a K/V head per head
                 attn_only=tm.get("attn_only", False), d_hidden=m.get("d_hidden") or m["d_model"],
                 rnn_attention=m.get("attention", "none"), steps=t.steps, batch_size=t.batch_size,
                 lr=t.lr, warmup=t.warmup, seed=t.seed,
@@ -139,6 +139,9 @@ def configs_from_form(task):
         model = {k: ss[P + k] for k in MODEL_KEYS}
         attn = ss[P + "attn_kind"]
         model["n_kv_heads"] = {"MHA": model["n_heads"], "MQA": 1}.get(attn, model["n_kv_heads"])
+        if attn == "GQA" and model["n_kv_heads"] in (1, model["n_heads"]):  # that is MQA / MHA
+            raise ValueError(f"GQA shares each K/V head between a group of query heads: set K/V heads "
+                             f"between 1 and {model['n_heads']} (exclusive), dividing the heads")
     else:  # the transformer-only fields are hidden and not used
         model = {k: ss[P + k] for k in RECURRENT_KEYS}
         model["attention"] = ss[P + "rnn_attention"]
