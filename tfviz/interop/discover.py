@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths
+from ..model.families import parameter_count
 from .families import adapter_for
 from .folder import (CONFIG, INDEX, PICKLE_SUFFIXES, TOKENIZER, WEIGHTS, ModelFolderError,
                      local_max_bytes, resolve)
@@ -33,7 +34,8 @@ class ModelInfo:
     family: str | None = None  # "gpt2" | "bert" | "llama"
     model_type: str | None = None
     nbytes: int = 0           # weight files on disk
-    params: int | None = None  # about how many parameters (from the file size and dtype)
+    params: int | None = None  # how many parameters: exact from config.json (``params_exact``,
+    params_exact: bool = False  # the count ``tfviz info`` prints), else about (file size / dtype)
     notes: list[str] = field(default_factory=list)
 
 
@@ -74,9 +76,11 @@ def inspect(path: str | os.PathLike, source: str = "models", name: str | None = 
     info = dict(base, nbytes=nbytes, params=nbytes // BYTES_PER_PARAM.get(dtype, 4))
     try:
         family = adapter_for(config)
-        _, notes = family.model_config(config, _AnyWeights())
+        model_config, notes = family.model_config(config, _AnyWeights())
     except ValueError as e:
         return ModelInfo(**info, ok=False, reason=_short(e, root))
+    # the count of the model tfviz builds (tied weights once), as its card says: not the file size
+    info.update(params=parameter_count(model_config), params_exact=True)
     if nbytes > local_max_bytes():
         return ModelInfo(**info, family=family.name, ok=False,
                          reason=f"{nbytes / 2**20:,.0f} MB of weights, over the {local_max_bytes() / 2**20:,.0f} "
