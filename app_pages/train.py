@@ -35,9 +35,11 @@ with left:
     ts.prepare(pre)  # its examples are generated while you read the form: Start trains at once
     st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim_for(pre)}")
     with st.form("train_form"):
-        m1, m2 = st.columns(2)
         archs = [x for x in ARCHS if x in task_cls.archs and (not recurrent or x in RECURRENT_ARCHS)]
-        ts.pick(m1, "Architecture", archs, "arch")
+        ts.pick(st, "Architecture", archs, "arch")  # full width: "encoder-decoder" was cut at 1024
+        if not recurrent:
+            ts.pick(st, "Positions", POS_SCHEMES, "pos")
+        m1, m2 = st.columns(2)
         if recurrent:  # a recurrent network has no heads, positions or window
             if "encoder-decoder" in archs:  # attention over a source: only where there is one
                 m2.radio("Attention over the source", list(ts.RNN_ATTENTIONS), key=P + "rnn_attention",
@@ -49,7 +51,6 @@ with left:
                       help="the numbers the hidden state holds: all it knows of the text so far")
             ts.number(m1, "Layers", 1, 12, "n_layers")
         else:
-            ts.pick(m2, "Positions", POS_SCHEMES, "pos")
             ts.number(m1, "d_model", 2, 1024, "d_model")
             ts.number(m2, "Layers", 1, 12, "n_layers")
             ts.number(m1, "Heads", 1, 32, "n_heads")

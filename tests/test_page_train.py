@@ -125,7 +125,7 @@ def test_the_train_page_quotes_the_stored_measurement(models_dir, monkeypatch, t
     # issue 25, item 3: CPU time (what a run needs on an idle core) and wall time (with its load)
     # said apart; the page quoted the wall time under load as if it were the run's time
     assert ("Quick preset: 13 s of CPU time for 400 steps on one core — about its time on an idle "
-            "core. Wall time as measured: 41 s (first loss point after 0.6 s) on 1 core of a 2-core "
+            "core. Wall time as measured: 41 s (first loss point after 0.61 s) on 1 core of a 2-core "
             "CPU at load average 4.9 at the start, 5.3 at the end (2026-11-23)") in caption(at)
     stored.write_text(json.dumps({"coref": {**m, "fingerprint": "another preset"}}))
     at.run()

@@ -281,7 +281,7 @@ def claim(name: str | None) -> str:
     start, end = m["load_average"]
     return (f"Quick preset: {_s(m['cpu_seconds'])} s of CPU time for {m['steps']} steps on one core "
             f"— about its time on an idle core. Wall time as measured: {_s(m['seconds'])} s (first "
-            f"loss point after {m['first_loss_s']:.1f} s) on 1 core of a {m['cpu_count']}-core CPU "
+            f"loss point after {m['first_loss_s']:.2g} s) on 1 core of a {m['cpu_count']}-core CPU "
             f"at load average {start:g} at the start, {end:g} at the end ({m['measured']}); with "
             f"more work on the server a run takes longer.")
 
