@@ -247,3 +247,13 @@ def title_problems(plot) -> list[str]:
     out += [f"{got['text']!r}: annotations overlap" for i, a in enumerate(notes) for b in notes[i + 1:]
             if not apart(a, b)]
     return out
+
+
+def cut_off(page, selector: str) -> list[str]:
+    """The visible elements matching ``selector`` whose text the browser cuts (an element inside
+    wider than its box: a one-line label with an ellipsis, a select's value) — their texts."""
+    return page.evaluate("""(sel) => [...document.querySelectorAll(sel)]
+        .filter(el => el.offsetParent !== null)
+        .filter(el => [el, ...el.querySelectorAll('*')]
+                      .some(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1))
+        .map(el => el.innerText.replace(/\\s+/g, ' ').slice(0, 80))""", selector)
