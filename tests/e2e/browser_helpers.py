@@ -251,9 +251,11 @@ def title_problems(plot) -> list[str]:
 
 def cut_off(page, selector: str) -> list[str]:
     """The visible elements matching ``selector`` whose text the browser cuts (an element inside
-    wider than its box: a one-line label with an ellipsis, a select's value) — their texts."""
+    wider than its box: a one-line label with an ellipsis, a select's value) — their texts.
+    Elements of a previous run (``data-stale``) and empty ones are not looked at."""
     return page.evaluate("""(sel) => [...document.querySelectorAll(sel)]
-        .filter(el => el.offsetParent !== null)
+        .filter(el => el.offsetParent !== null && el.innerText.trim() !== ''
+                      && !el.closest("[data-stale='true']"))
         .filter(el => [el, ...el.querySelectorAll('*')]
                       .some(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1))
         .map(el => el.innerText.replace(/\\s+/g, ' ').slice(0, 80))""", selector)
