@@ -17,15 +17,16 @@ MODEL_KEYS = ("att_site", "att_layer", "att_head", "att_query", "lines_query", "
               "probe_source", "probe_query", "_att_seen_grid", "_att_seen_table", "_att_table_heads")
 
 st.title("Attention explorer")
-st.caption("Rows are **queries** (the token doing the looking), columns **keys** (the tokens "
-           "looked at); each row sums to 1. Every number is recorded from the real model.")
 lm = current_model(needs="self_attention")
 cfg = lm.config
 forget_on_model_change(lm, "att", MODEL_KEYS)
-if (inp := model_input(lm, "att")) is None:
-    st.stop()
+left, right = st.columns([3, 1])  # the input beside layer / head: at 1024 × 768 the heatmap shows
+with left:
+    if (inp := model_input(lm, "att")) is None:
+        st.stop()
 arrays = or_stop(lambda: cache.record(lm, inp.key), "The model cannot run on this input: {}")
-site, layer, head = site_layer_head(cfg, "att")
+with right:
+    site, layer, head = site_layer_head(cfg, "att", stacked=True)
 qt, kt = inp.side(site.q_side), inp.side(site.k_side)
 pattern = arrays[site.name(layer, "hook_pattern")][0, head]  # [q_pos, k_pos]
 where = f"{site.label} · layer {layer} · head {head}"
@@ -35,6 +36,8 @@ def heatmap(key: str) -> None:
     fig = cache.figure(viz.head_heatmap, pattern, qt, kt, title=where) if site.is_self else \
         cache.figure(viz.cross_attention_alignment, pattern, kt, qt, inp.alignment, title=where)
     show(fig, key, data=lambda: viz.pattern_frame(pattern, qt, kt), filename=f"{site.label} L{layer} H{head}")
+    st.caption("Rows are **queries** (the token doing the looking), columns **keys** (the tokens "
+               "looked at); each row sums to 1. Every number is recorded from the real model.")
 
 
 def all_heads() -> None:
@@ -102,7 +105,8 @@ def probe() -> None:
     candidates, queries = explorer.probe_candidates(tokens, meta), explorer.probe_queries(tokens, meta)
     if not queries or not candidates:
         return st.info("This sentence needs an 'it'/'its' and candidate nouns (e.g. 'the law').")
-    q = query_picker("Pronoun (query)", "probe_query", tokens, queries[-1])
+    q = query_picker("Pronoun (query)", "probe_query", tokens, explorer.probe_default(queries, meta),
+                     positions=queries, follows=tuple(ids))  # the chosen sentence's pronouns
     P = explorer.layer_stack(cache.record(lm, (tuple(ids),)), explorer.sites(cfg)[0])
     df = explorer.with_roles(pronoun_probe(P, q, candidates), cache.head_table(lm, explorer.sites(cfg)[0]))
     st.markdown("  \n".join(explorer.probe_lines(df, list(candidates), tokens[q])))

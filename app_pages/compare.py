@@ -56,7 +56,7 @@ with pair:
                "in the same order, steps — queued fairly with the class's other trainings."
                + (f" On this server a session trains at most {most} runs at once "
                   "(TFVIZ_JOBS_PER_SESSION)." if most is not None and most < MAX_RUNS else ""))
-    a, b, c, d = st.columns(4)
+    (a, b), (c, d) = st.columns([1, 2]), st.columns(2)  # four in a row cut the setting's name
     task_name = choice(a, "Task", list(TASKS), "pair_task", "lm")
     setting = choice(b, "Setting that differs", list(SETTINGS), "pair_setting", "norm",
                      format_func=lambda s: SETTINGS[s].title)

@@ -49,10 +49,12 @@ window = position_slider(c[1], "window w", 1, max(1, len(ids)), 3, "mask_window"
 n_global = c[2].slider("global tokens g", 0, 4, 1, key="mask_global")
 n_pad = c[3].slider("pad tokens", 1, 8, 3, key="mask_pads")
 padded, is_pad = pad_layout(ids, n_pad, causal, pad_token(cfg, tok))
-show(cache.figure(masks_side_by_side, {k: v.numpy() for k, v in
-                                       all_masks(len(padded), causal, window, n_global, is_pad).items()},
-                  tok.tokens_of(padded), title="All four masks (for the padded input)"),
-     key="mask_overview")
+three = {k: v.numpy() for k, v in all_masks(len(ids), causal, window, n_global).items() if k != "padding"}
+show(cache.figure(masks_side_by_side, three, tok.tokens_of(ids), title="Three masks on the input"),
+     key="mask_overview")  # only padding is drawn on the padded input: a left-padded global +
+show(cache.figure(masks_side_by_side,  # local grid would make the first [PAD] its global token
+                  {"padding": all_masks(len(padded), causal, window, n_global, is_pad)["padding"].numpy()},
+                  tok.tokens_of(padded), title=f"Padding: the input + {n_pad} pads"), key="mask_overview_pad")
 st.caption(describe(causal))
 
 padding = kind == "padding"

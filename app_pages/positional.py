@@ -105,8 +105,9 @@ def rope() -> None:
     rp = ap.rope_pair(cfg.rope_pairs if uses else "interleaved", d_head, pair, freqs)  # rotated together
     if uses:
         st.caption(rp.caption(name))
-    anim = cache.rope_rotation(q_vec, k_vec, pair, rp.theta, n_pos, n, rp.title(label), dims=(rp.a, rp.b))
     grid = rope_score_grid(q_vec, k_vec, freqs, n_pos, rp.pairs.name).numpy()
+    anim = cache.rope_rotation(q_vec, k_vec, pair, rp.theta, n_pos, n, rp.title(label), dims=(rp.a, rp.b),
+                               start=m if real else None, totals=grid[:, n])  # one m, one q·k
     if real:
         st.caption(rope_caption(name, layer, head, (tokens[m], m), (tokens[n], n), grid[m, n], model_score))
     side_by_side((anim, "pos_rope_anim"),

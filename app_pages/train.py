@@ -17,12 +17,12 @@ P = ts.P
 st.title("Train")
 f = ts.form()  # the form's values
 ts.restore()  # ... back in the widgets' state, which alone sets their values (see ui.train_state)
-left, right = st.columns([2, 3], gap="large")
+left, right = st.columns([1, 1], gap="large")  # the form's selectors readable at 1024 px
 
 
 with left:
     st.subheader("New run")
-    a, k, b = st.columns([4, 3, 4])
+    a = k = b = st  # one under another: side by side their values were cut ("Transf…")
     ts.pick(a, "Task", ts.trainable_tasks(), "task", on_change=ts.apply_preset)
     ts.pick(k, "Model type", kinds_for(f["task"]), "kind", on_change=ts.apply_preset,
             format_func=KIND_LABELS.get,
@@ -35,9 +35,11 @@ with left:
     ts.prepare(pre)  # its examples are generated while you read the form: Start trains at once
     st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim_for(pre)}")
     with st.form("train_form"):
-        m1, m2 = st.columns(2)
         archs = [x for x in ARCHS if x in task_cls.archs and (not recurrent or x in RECURRENT_ARCHS)]
-        ts.pick(m1, "Architecture", archs, "arch")
+        ts.pick(st, "Architecture", archs, "arch")  # full width: "encoder-decoder" was cut at 1024
+        if not recurrent:
+            ts.pick(st, "Positions", POS_SCHEMES, "pos")
+        m1, m2 = st.columns(2)
         if recurrent:  # a recurrent network has no heads, positions or window
             if "encoder-decoder" in archs:  # attention over a source: only where there is one
                 m2.radio("Attention over the source", list(ts.RNN_ATTENTIONS), key=P + "rnn_attention",
@@ -49,7 +51,6 @@ with left:
                       help="the numbers the hidden state holds: all it knows of the text so far")
             ts.number(m1, "Layers", 1, 12, "n_layers")
         else:
-            ts.pick(m2, "Positions", POS_SCHEMES, "pos")
             ts.number(m1, "d_model", 2, 1024, "d_model")
             ts.number(m2, "Layers", 1, 12, "n_layers")
             ts.number(m1, "Heads", 1, 32, "n_heads")
@@ -74,11 +75,14 @@ with left:
         if st.form_submit_button("Start training", type="primary", key=P + "start"):
             try:  # a bad setting, or beyond the server's limits (memory, disk, jobs per session)
                 task = ts.preset_task(pre)
-                job_id = ts.submit(task, *ts.configs_from_form(task), st.session_state[P + "name"])
+                configs = ts.configs_from_form(task)
+                job_id = ts.submit(task, *configs, st.session_state[P + "name"])
             except ValueError as e:
                 st.error(f"Not started: {e}")
             else:
                 st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
+                if note := ts.cap_note(task, *configs):  # past the job time cap: said at once
+                    st.warning(note)
     ts.remember()
     if job_id := finetune.panel(ts.submit):  # an imported decoder on the student's own text
         st.session_state[P + "job"] = st.session_state["_train_job"] = job_id

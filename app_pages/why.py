@@ -11,7 +11,7 @@ from tfviz.viz.longrange import (accuracy_vs_distance, accuracy_vs_length, gradi
                                  path_length_curves)
 from tfviz.zoo import why_story as story
 from ui import cache, why
-from ui.figures import show, side_by_side
+from ui.figures import show
 from ui.models import zoo_model
 
 st.title("Why attention")
@@ -78,8 +78,8 @@ results, results_key = why.results(), why.results_key()
 if not results:
     st.warning("The why experiments are not built here: run `python -m tfviz.zoo why`.")
 if (r := results.get("recall")) is not None:
-    side_by_side((cache.figure_for(results_key, accuracy_vs_distance, r["accuracy"]), "why_recall_acc"),
-                 (cache.figure_for(results_key, gradient_vs_distance, r["gradient"]), "why_recall_grad"))
+    show(cache.figure_for(results_key, accuracy_vs_distance, r["accuracy"]), "why_recall_acc")  # full
+    show(cache.figure_for(results_key, gradient_vs_distance, r["gradient"]), "why_recall_grad")  # width
     show(cache.figure_for(results_key, path_length_curves, r["paths"]), key="why_paths")
     st.markdown(why.results_text("recall"))
 
@@ -97,8 +97,8 @@ if (r := results.get("bottleneck")) is not None:
         else:
             show(cache.figure_for((m.key, length), cross_attention_alignment, ex["pattern"], ex["src"],
                                   ex["tgt"], ex["pairs"],
-                                  title=f"{which}: where each output looks (squares: the token it reverses)"),
-                 key="why_bn_align")
+                                  title=f"{which}: where each output looks"), key="why_bn_align")
+            st.caption("Squares: the source token each output position reverses (its expected source).")
 
 st.header("5. Attention: a direct path from every token, across layers")
 if lm is not None:

@@ -55,7 +55,11 @@ def test_guided_tour_is_the_sidebar(home: AppTest) -> None:
     assert [(link.proto.page, link.proto.icon) for link in links] == \
         [(Path(p.file).stem, p.icon) for p in PAGES[1:]]  # the page's URL path and its icon
     labels = [link.proto.label for link in links]
-    assert labels == [f"{i}. **{p.title}** — {p.blurb}" for i, p in enumerate(PAGES[1:], 1)]
+    assert labels == [f"{i}. **{p.title}**" for i, p in enumerate(PAGES[1:], 1)]
+    # issue 25, item 8: the blurb was part of the link's one-line label, cut at the column's
+    # edge (every line at 1024 px); it is now text beneath, which wraps
+    captions = [c.value for c in home.caption]
+    assert all(p.blurb in captions for p in PAGES[1:])
     text = " ".join(m.value for m in home.markdown) + " ".join(c.value for c in home.caption)
     assert "as they are added" not in text  # every step is a registered page (asserted above)
 

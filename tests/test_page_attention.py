@@ -129,6 +129,25 @@ def test_pronoun_probe_on_the_mission_sentences(coref):
     assert len(charts(at)) == 1
 
 
+def test_pronoun_probe_follows_the_sentence(coref):
+    """Choosing mission sentence 2 moves the Pronoun box to that sentence's own pronoun: the
+    position kept from sentence 1 ('its' at 16) is 'the' in sentence 2 (issue 25, item 1)."""
+    path, _, _ = coref
+    task = load_checkpoint(path).build_task()
+    first, second = task.mission_sentences()
+    at = open_page("attention", path, att_tab="Pronoun probe")
+    assert at.session_state["probe_query"] == first.meta["query_index"]
+    rerun(at, probe_source="Mission sentence 2")
+    q = second.meta["query_index"]
+    words = task.tokenizer.tokens_of(second.tokens)
+    assert at.session_state["probe_query"] == q and words[q].strip() in ("it", "its")
+    box = next(s for s in at.selectbox if s.key == "probe_query")
+    assert box.options and all(o.endswith(("'it'", "'its'")) for o in box.options), box.options
+    assert f"Where does '{words[q]}' (pos {q})" in charts(at)[0]["layout"]["title"]["text"]
+    rerun(at, probe_source="Mission sentence 1")  # and back: sentence 1's 'its'
+    assert at.session_state["probe_query"] == first.meta["query_index"]
+
+
 def test_typed_text_empty_and_unknown_words(coref):
     path, _, _ = coref
     at = open_page("attention", path, att_source="Type text", att_text="the law and the zorblax qwop")

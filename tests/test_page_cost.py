@@ -125,6 +125,11 @@ def test_shipped_reference_table_figures_and_words_agree(tiny_zoo, monkeypatch, 
     _, y = traces(charts(at)["cost_time"])[f"{LABELS['full-explicit']} (measured)"]
     np.testing.assert_allclose(y, g["cpu_s"])  # the figure shows the table's clock
     assert "CPU time" in charts(at)["cost_time"]["layout"]["yaxis"]["title"]["text"]
+    # issue 25, item 6: the fused kernel's peak is below the band's at every n, and the page says
+    # why (it stores no n × n scores), quoting the table's own ratio
+    peak = ratios.loc[f"{LABELS['full-sdpa']} ÷ {LABELS['window-banded']}", "peak"]
+    assert peak < 1 and f"{peak:.2f}× the band-only window's" in words, words
+    assert "never stores the n × n scores" in words
 
 
 # ------------------------------------------------------------------------------ measuring

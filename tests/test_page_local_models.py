@@ -71,6 +71,11 @@ def test_picker_lists_local_folders_and_why_one_cannot_open(folders, models):
     labels = {o for o in box.options}
     for kind, label in (("gpt2", "GPT-2"), ("bert", "BERT"), ("llama", "Llama-family")):
         assert any(o.startswith(f"{kind} (local · {label} · ") and "params" in o for o in labels), labels
+        # issue 25, item 8: the picker said 134k / 92k (weight bytes / 4) where the card and
+        # `python -m tfviz info` say 133,568 / 90,665: one count, the loaded model's
+        n = sum(p.numel() for p in models[kind].model.parameters())
+        assert f"{n:,} parameters" in models[kind].card()
+        assert any(o.startswith(f"{kind} (local · ") and f" · {n:,} params, " in o for o in labels), labels
     assert not any("pickled" in o for o in labels)  # not selectable ...
     bad = next(e for e in at.sidebar.expander if "cannot open" in e.label)
     assert "pickled" in bad.markdown[0].value and "pickle" in bad.markdown[0].value  # ... but listed

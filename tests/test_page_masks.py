@@ -50,6 +50,30 @@ def test_causal_grid_and_pattern_are_the_models(tiny_zoo) -> None:
     assert at.metric[0].value == "0"
 
 
+def test_overview_global_token_is_a_real_token(tiny_zoo) -> None:
+    """Issue 25, item 5: the overview drew every mask on the left-padded input, so the "global +
+    local" grid's global token was the first [PAD] while the caption says pads are never looked
+    at. Now the three masks are drawn on the input itself (its first token is the global one) and
+    the padding mask on the padded input, its pads blocked as keys."""
+    at = open_page("masks", tiny_zoo["tiny-coref"], mask_global=1, mask_pads=3)
+    ck = load_checkpoint(tiny_zoo["tiny-coref"])
+    ids = page_tokens(at, ck)
+    pad = ck.tokenizer.display(ck.config.pad_id if ck.config.pad_id is not None else ck.tokenizer.pad_id)
+    over = chart(at, "mask_overview")
+    labels = [str(t) for t in over["layout"]["yaxis"]["ticktext"]]
+    assert not any(pad in t for t in labels), labels
+    z = arr(over["data"][0]["z"])  # three tiles: causal / full, sliding window, global + local
+    n = len(ids)
+    glob = z[:, 2 * (n + 2):2 * (n + 2) + n]
+    w = at.slider(key="mask_window").value
+    expected = (global_tokens_mask(n, n, 1) | sliding_window_mask(n, n, w, True)) & causal_mask(n, n)
+    np.testing.assert_array_equal(glob, expected.numpy().astype(float))
+    assert glob[:, 0].all()  # every query sees the global token: the input's first, a real one
+    padded = arr(chart(at, "mask_overview_pad")["data"][0]["z"])
+    assert padded.shape == (n + 3, n + 3) and not padded[3:, :3].any()  # real queries never see pads
+    assert "Padding (drawn on the input with pads added" in " ".join(c.value for c in at.caption)
+
+
 def test_sliding_window_and_global_local(tiny_zoo) -> None:
     at = open_page("masks", tiny_zoo["tiny-coref"])
     at.selectbox(key="mask_kind").select("sliding window")

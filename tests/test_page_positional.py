@@ -73,6 +73,43 @@ def test_rope_uses_real_q_and_k(tiny_zoo) -> None:
     tip = anim["frames"][0]["data"][0]  # q at m = 0 is the unrotated pair
     np.testing.assert_allclose(arr(tip["x"])[1], q_pair[0], atol=1e-6)
     np.testing.assert_allclose(arr(tip["y"])[1], q_pair[1], atol=1e-6)
+    # issue 25, item 4: the rotation chart opens on the slider's m and says the same q·k as the
+    # caption and the grid (it said "m = 0, q·k = 0.211" beside m = 14, q·k = −0.9137)
+    title = anim["layout"]["title"]["text"]
+    assert "m = 9 ·" in title and f"q·k = {z[9, 4]:.4f}" in title, title
+    assert anim["layout"]["sliders"][0]["active"] == 9
+    shown = arr(anim["data"][1]["x"])[1], arr(anim["data"][1]["y"])[1]  # q's arrow tip at m = 9
+    frame9 = next(f for f in anim["frames"] if f["name"] == "9")["data"][0]
+    np.testing.assert_allclose(shown, (arr(frame9["x"])[1], arr(frame9["y"])[1]), atol=1e-9)
+    caption = next(c.value for c in at.caption if "Rotated to those positions" in c.value)
+    assert f"q·k is {z[9, 4]:.4f}" in caption
+
+
+def test_a_reload_keeps_the_picked_model(tiny_zoo) -> None:
+    """Issue 25, item 8: reloading a page reset the picked model to the page's default. The pick
+    is kept in the URL (``?model=…``, beside ``?sid=…``; a name, never a server path) and a fresh
+    session opened on that URL (a reload) shows it; the picker's own default is not written."""
+    from streamlit.testing.v1 import AppTest
+
+    from apptest_helpers import APP, TIMEOUT_S
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    at.switch_page("app_pages/positional.py").run()
+    ok(at)
+    assert "model" not in at.query_params  # nobody picked a model yet
+    at.sidebar.selectbox(key="model_select").select(str(tiny_zoo["tiny-induction"])).run()
+    ok(at)
+    named = at.query_params["model"]
+    assert named.endswith("/tiny-induction") and str(tiny_zoo["tiny-induction"].parent) not in named
+    reload = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    reload.query_params.update(sid=at.session_state["sid"], model=named)
+    reload.run()
+    reload.switch_page("app_pages/positional.py").run()
+    ok(reload)
+    assert reload.session_state["model_path"] == str(tiny_zoo["tiny-induction"])
+    assert reload.radio(key="pos_section").value == "Learned"  # its own scheme, not the default's
+    assert reload.query_params["model"] == named
 
 
 def test_picking_a_model_opens_its_own_scheme(tiny_zoo) -> None:

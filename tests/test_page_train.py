@@ -5,6 +5,7 @@ UI-free presets (tfviz.train.presets)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -121,9 +122,11 @@ def test_the_train_page_quotes_the_stored_measurement(models_dir, monkeypatch, t
 
     at = open_train("coref")
     assert presets.claim("coref") in caption(at)
-    assert ("41 s for 400 steps (first loss point 0.6 s after the start), measured on 1 core of "
-            "a 2-core CPU under other work (load average 4.9 at the start, 5.3 at the end); it "
-            "used 13 s of CPU") in caption(at)
+    # issue 25, item 3: CPU time (what a run needs on an idle core) and wall time (with its load)
+    # said apart; the page quoted the wall time under load as if it were the run's time
+    assert ("Quick preset: 13 s of CPU time for 400 steps on one core — about its time on an idle "
+            "core. Wall time as measured: 41 s (first loss point after 0.61 s) on 1 core of a 2-core "
+            "CPU at load average 4.9 at the start, 5.3 at the end (2026-11-23)") in caption(at)
     stored.write_text(json.dumps({"coref": {**m, "fingerprint": "another preset"}}))
     at.run()
     assert "not measured since it last changed" in caption(at)  # never a stale figure
@@ -355,6 +358,12 @@ def test_invalid_config_shows_the_error(models_dir, values, message) -> None:
 
 def test_gqa_kv_heads_must_divide_heads(models_dir) -> None:
     at = open_train("copy")
+    # issue 25, item 8: the form said "Attention: MHA" beside "K/V heads: 2" (of 4 heads)
+    assert at.radio(key="train_attn_kind").value == "MHA"
+    assert at.number_input(key="train_n_kv_heads").value == at.number_input(key="train_n_heads").value
+    at.radio(key="train_attn_kind").set_value("GQA")
+    at.button(key="train_start").click().run()  # GQA with a K/V head per head would be MHA
+    assert any("GQA shares each K/V head" in e.value for e in at.error), [e.value for e in at.error]
     at.radio(key="train_attn_kind").set_value("GQA")
     at.number_input(key="train_n_kv_heads").set_value(3)
     at.button(key="train_start").click().run()
@@ -398,6 +407,40 @@ def test_stop_and_queue(models_dir, monkeypatch) -> None:
     z = arr(replay["frames"][-1]["data"][0]["z"])
     np.testing.assert_allclose(z, last.patterns["decoder.blocks.0.cross_attn.hook_pattern"][0], atol=1e-3)
     assert z.shape == (len(last.tokens), len(last.src_tokens))
+
+
+def test_steps_past_the_job_time_cap_are_said_at_once(models_dir, monkeypatch) -> None:
+    """Issue 25, item 2: Steps = 999,999 was accepted silently ("ETA 345.9 min" while a run stops
+    after 30 min). On Start the page says the estimate against the cap and the step it will stop
+    near; while it runs, the live ETA against the time the cap leaves."""
+    from tfviz.train import timecap
+    from ui.jobs import job_manager
+
+    monkeypatch.setattr(job_manager(), "max_seconds", 120.0)
+    at = open_train("coref")
+    small_run(at, steps=999_999)
+    shown = " ".join(w.value for w in at.warning)
+    assert "999,999 steps would take about" in shown and "TFVIZ_JOB_MAX_MINUTES" in shown, shown
+    assert re.search(r"stops after 2\.0 min .* stop near step [\d,]+ at best", shown), shown
+    (job,) = my_jobs(at)
+    try:
+        poll(at, lambda a: any("cap on a run" in w.value for w in a.warning))
+        live = next(w.value for w in at.warning if "cap on a run" in w.value)
+        assert re.search(r"ETA [\d.,]+ (h|min) is past the 2\.0 min cap .* near step [\d,]+ of 999,999", live)
+    finally:
+        job_manager().stop(job.id)
+        job.wait(TIMEOUT_S)
+    small_run(at, steps=30)  # a run that fits says nothing of the cap
+    assert not any("TFVIZ_JOB_MAX_MINUTES" in w.value for w in at.warning)
+    for j in my_jobs(at):
+        j.wait(TIMEOUT_S)
+    # the rule itself (UI-free)
+    assert timecap.expectation(100, (0.5, "x"), 60.0) is None
+    assert "stop near step 120 at best" in timecap.expectation(1000, (0.5, "x"), 60.0)
+    assert timecap.expectation(10**6, (0.5, "x"), None) is None  # no cap (0 = off)
+    assert timecap.outlook(10, 1000, 5.0, 495.0, 60.0).endswith(
+        "near step 120 of 1,000, and saves a resumable checkpoint.")
+    assert timecap.outlook(10, 1000, 5.0, 40.0, 60.0) is None
 
 
 def test_failed_job_shows_its_error(models_dir) -> None:

@@ -136,3 +136,10 @@ def test_the_recall_sentence_says_who_falls_and_who_holds() -> None:
     assert "lstm hold" in s and "trained on distances 1–1" in s and "rnn ×0.838 per step back" in s
     flat = story.recall_text({"accuracy": acc.assign(accuracy=0.9), "summary": summary, "paths": paths})
     assert "a weak effect" in flat
+    # issue 25, item 7: the transformer's key ratio read "1.2e+02 × the gradient", unexplained
+    big = pd.concat([summary, pd.DataFrame({"model": ["transformer"], "decay_per_step": [0.02],
+                                            "key_over_near": [118.78]})], ignore_index=True)
+    s = story.recall_text({"accuracy": acc, "summary": big, "paths": paths})
+    assert "e+" not in s and "transformer ×1.047 per step back, at the key 119×" in s, s
+    assert "rnn ×0.838 per step back, at the key 0.029× (1/34)" in s, s
+    assert "the gradient at the key divided by the gradient one step before the question" in s

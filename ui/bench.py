@@ -69,11 +69,12 @@ def reference(dev: str):
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def summaries(df, pass_: str, time_col: str):
-    """(``ratio_table``, ``live.honest_windows``) of a measurement: computed once per server for
+    """(``ratio_table``, ``live.honest_windows`` + ``live.fused_memory``) of a measurement: computed once per server for
     its data (25 ms of pandas on every rerun of every session before; hashing the frame: 5 ms)."""
     from tfviz.bench.attention import ratio_table
 
-    return ratio_table(df, pass_, time_col=time_col), live.honest_windows(df, pass_, time_col)
+    notes = [live.honest_windows(df, pass_, time_col), live.fused_memory(df, pass_)]
+    return ratio_table(df, pass_, time_col=time_col), "\n\n".join(x for x in notes if x)
 
 
 def measure(s: live.Settings, progress) -> dict:

@@ -314,22 +314,24 @@ def figure_for(key: tuple, builder, *args, **kwargs):
 # ------------------------------------------------------------------------------ no model
 @st.cache_resource(max_entries=32, show_spinner=False)  # a figure, shared read-only (see figure)
 def _rope_rotation(q_pair: tuple, freq: float, n_pos: int, k_pair: tuple, n: int, pair: int,
-                   title: str):
+                   title: str, start: int | None = None, totals: tuple | None = None):
     from tfviz.viz import rope_rotation_animation
 
     return rope_rotation_animation(q_pair, freq, range(n_pos), k=k_pair, k_position=n,
-                                   pair_index=pair, title=title)
+                                   pair_index=pair, title=title, start=start, totals=totals)
 
 
 def rope_rotation(q_vec, k_vec, pair: int, freq: float, n_pos: int, n: int, title: str,
-                  dims: tuple[int, int] | None = None):
+                  dims: tuple[int, int] | None = None, start: int | None = None, totals=None):
     """The RoPE animation of dimension pair ``pair`` of q (placed at positions 0..n_pos-1) and k
     (at ``n``); 48 frames take a while to build, so it is cached by value. ``dims``: the pair's two
     dimensions in the model's convention (``ROTARY_PAIRS[...].pair_dims``; default interleaved
-    (2·pair, 2·pair + 1))."""
+    (2·pair, 2·pair + 1)). ``start``: the position m it opens on; ``totals``: the whole q·k at each
+    position (``rope_score_grid``'s column n), said beside the pair's part."""
     a, b = dims if dims is not None else (2 * pair, 2 * pair + 1)
     q, k = ((float(v[a]), float(v[b])) for v in (q_vec, k_vec))
-    return _rope_rotation(q, float(freq), n_pos, k, n, pair, title)
+    totals = None if totals is None else tuple(float(x) for x in totals)
+    return _rope_rotation(q, float(freq), n_pos, k, n, pair, title, start, totals)
 
 
 @st.cache_data(show_spinner=False)

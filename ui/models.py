@@ -132,8 +132,9 @@ def local_models() -> list:
 
 
 def _size(info) -> str:
-    n = info.params or 0
-    params = f"{n / 1e6:,.0f}M" if n >= 1e6 else f"{n / 1e3:,.0f}k" if n else "?"
+    n = info.params or 0  # exact (the card's count, `python -m tfviz info`) when params_exact
+    about = "" if getattr(info, "params_exact", False) else "≈"
+    params = (f"{about}{n / 1e6:,.1f}M" if n >= 1e7 else f"{about}{n:,}") if n else "?"
     on_disk = f"{info.nbytes / 2**20:,.0f} MB" if info.nbytes >= 2**20 else f"{info.nbytes / 2**10:,.0f} kB"
     return f"{params} params, {on_disk}"
 

@@ -35,6 +35,8 @@ def navigation():
 
 
 def guided_tour() -> None:
-    """Home's tour: one step per page after Home, in sidebar order, each a link to its page."""
+    """Home's tour: one step per page after Home, in sidebar order, each a link to its page and
+    its blurb beneath (a link's label is one line, cut at the column's edge: the blurb wraps)."""
     for i, p in enumerate(PAGES[1:], 1):
-        st.page_link(p.file, label=f"{i}. **{p.title}** — {p.blurb}", icon=p.icon)
+        st.page_link(p.file, label=f"{i}. **{p.title}**", icon=p.icon)
+        st.caption(p.blurb)

@@ -18,6 +18,36 @@ from .uploads import upload_box
 DEFAULTED = "_model_default"  # the path the picker chose itself (nobody picked a model yet)
 
 
+def model_id(ref) -> str:
+    """How a model is named in the URL (``?model=…``): its source and file name, never a server
+    path ("shipped/lm", "trained/my-run")."""
+    return f"{ref.source}/{Path(ref.path).stem}"
+
+
+def _from_url(refs) -> None:
+    """A fresh session (a reload) opens on the model its URL names, as if picked again."""
+    from .session import URL_MODEL
+
+    ss, wanted = st.session_state, st.query_params.get("model")
+    if "model_path" in ss or not wanted:
+        return
+    found = next((r for r in refs if model_id(r) == wanted), None)
+    if found is not None:
+        ss["model_path"], ss[URL_MODEL] = found.path, wanted
+
+
+def _to_url(ref) -> None:
+    """Keep a picked model in the URL (``ui.session`` writes it back on every run); a model the
+    picker chose itself is not a pick, and is not kept."""
+    from .session import URL_MODEL
+
+    if st.session_state.get(DEFAULTED) == ref.path:
+        st.session_state.pop(URL_MODEL, None)
+        st.query_params.pop("model", None)
+    elif st.query_params.get("model") != model_id(ref) or st.session_state.get(URL_MODEL) != model_id(ref):
+        st.session_state[URL_MODEL] = st.query_params["model"] = model_id(ref)
+
+
 def _picked() -> None:
     st.session_state["model_path"] = st.session_state["model_select"]
     st.session_state.pop(DEFAULTED, None)  # a choice, from now on kept on every page
@@ -42,6 +72,7 @@ def model_picker(sidebar: bool = True, prefer: str | None = None) -> LoadedModel
         return None
     paths = [r.path for r in refs]
     ss = st.session_state
+    _from_url(refs)
     current = ss.get("model_path")
     if current is not None and current not in paths:
         where.warning("The model you had selected is gone; showing another one.")
@@ -58,6 +89,7 @@ def model_picker(sidebar: bool = True, prefer: str | None = None) -> LoadedModel
     local_notes(where)
     st.session_state["model_path"] = choice
     ref = refs[paths.index(choice)]
+    _to_url(ref)
     try:
         loaded = load_model(ref)
     except ValueError as e:

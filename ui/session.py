@@ -1,5 +1,7 @@
 """Who this browser tab is: an id kept in the URL (``?sid=…``), so that a reload finds the same
-training jobs and uploads again. Only 12 hex characters are accepted (it names a folder)."""
+training jobs and uploads again. Only 12 hex characters are accepted (it names a folder). The
+model picked in the sidebar is kept there too (``?model=…``, written by ``ui.picker``), so a
+reload opens on it instead of the page's default."""
 from __future__ import annotations
 
 import re
@@ -7,6 +9,7 @@ import uuid
 
 import streamlit as st
 
+URL_MODEL = "_url_model"  # session-state key: the picked model's id in the URL (``?model=…``)
 SID = re.compile(r"[0-9a-f]{12}")  # tfviz.paths.SESSION_ID (importing tfviz loads torch: Home would
 # wait seconds for it before it shows anything); tests/test_app.py checks that they agree
 
@@ -19,4 +22,7 @@ def session_id() -> str:
         st.session_state["sid"] = sid if SID.fullmatch(sid or "") else uuid.uuid4().hex[:12]
     if st.query_params.get("sid") != st.session_state["sid"]:
         st.query_params["sid"] = st.session_state["sid"]
+    model = st.session_state.get(URL_MODEL)  # the picked model (ui.picker), kept like the id
+    if model and st.query_params.get("model") != model:
+        st.query_params["model"] = model
     return st.session_state["sid"]

@@ -84,7 +84,7 @@ def preset_values(task: str, label: str = CPU, kind: str = "transformer") -> dic
     tm = m if kind == "transformer" else QUICK[task].model
     return dict(task=task, kind=kind, preset=label, arch=m["arch"], pos=tm["pos"],
                 d_model=m["d_model"], n_layers=m["n_layers"], n_heads=tm["n_heads"], attn_kind="MHA",
-                n_kv_heads=max(1, tm["n_heads"] // 2), window=tm.get("window") or 0,
+                n_kv_heads=tm["n_heads"], window=tm.get("window") or 0,  # MHA: a K/V head per head
                 attn_only=tm.get("attn_only", False), d_hidden=m.get("d_hidden") or m["d_model"],
                 rnn_attention=m.get("attention", "none"), steps=t.steps, batch_size=t.batch_size,
                 lr=t.lr, warmup=t.warmup, seed=t.seed,
@@ -139,6 +139,9 @@ def configs_from_form(task):
         model = {k: ss[P + k] for k in MODEL_KEYS}
         attn = ss[P + "attn_kind"]
         model["n_kv_heads"] = {"MHA": model["n_heads"], "MQA": 1}.get(attn, model["n_kv_heads"])
+        if attn == "GQA" and model["n_kv_heads"] in (1, model["n_heads"]):  # that is MQA / MHA
+            raise ValueError(f"GQA shares each K/V head between a group of query heads: set K/V heads "
+                             f"between 1 and {model['n_heads']} (exclusive), dividing the heads")
     else:  # the transformer-only fields are hidden and not used
         model = {k: ss[P + k] for k in RECURRENT_KEYS}
         model["attention"] = ss[P + "rnn_attention"]
@@ -173,6 +176,15 @@ def submit(task, model_config, train_config, name: str, init: str | None = None)
     name = unique_name(name)
     return job_manager().submit(model_config, task, train_config, owner=session_id(), name=name,
                                 checkpoint=trained_dir() / f"{name}.safetensors", init=init)
+
+
+def cap_note(task, model_config, train_config) -> str | None:
+    """Said when a run is started: its steps cannot finish before the server's job time cap
+    (``tfviz.train.timecap``), or None."""
+    from tfviz.train.timecap import expectation, idle_pace
+
+    return expectation(train_config.steps, idle_pace(task, model_config, train_config),
+                       job_manager().max_seconds)
 
 
 # ------------------------------------------------------------------------------ job display
@@ -245,6 +257,12 @@ def metrics(job, s) -> None:
     c[3].metric("Tokens/s", f"{latest['tokens_per_s']:,.0f}" if latest else "–")
     c[4].metric("ETA", seconds(latest.get("eta")) if s.state == "running" else "–")
     c[5].metric("Device", device_of(job))
+    if s.state == "running" and latest:  # the ETA against the job time cap, as soon as it is known
+        from tfviz.train.timecap import outlook
+
+        cap = job_manager().max_seconds
+        if note := outlook(s.step, s.total_steps, latest.get("elapsed"), latest.get("eta"), cap):
+            st.warning(note)
     if "gpu_memory_gib" in latest:  # trained on a CUDA GPU
         g = st.columns(3)
         mfu = latest.get("mfu")

@@ -69,7 +69,7 @@ def vectors_view(vectors, labels, key: str, shown=None, groups=None, word=None, 
     from tfviz.zoo.why_story import embeddings_text
 
     from . import cache
-    from .figures import show, side_by_side
+    from .figures import show
 
     shown = list(range(len(labels))) if shown is None else shown
     v, names, n = vectors[shown], [labels[i] for i in shown], min(24, len(shown))
@@ -80,8 +80,9 @@ def vectors_view(vectors, labels, key: str, shown=None, groups=None, word=None, 
         return cache.figure_for((source, tuple(shown), None if groups is None else tuple(groups)),
                                 builder, *args, **kwargs)
 
-    side_by_side((fig(embedding_map, coords, names, groups, explained=tuple(explained)), f"{key}_map"),
-                 (fig(one_hot_vs_learned, v[:n], names[:n]), f"{key}_cos"))
+    # one under the other: side by side at 1024 px their titles were cut and overlapped
+    show(fig(embedding_map, coords, names, groups, explained=tuple(explained)), f"{key}_map")
+    show(fig(one_hot_vs_learned, v[:n], names[:n]), f"{key}_cos")
     best = None
     try:
         best = analogy(vectors, labels, *abc) if abc else None

@@ -45,9 +45,16 @@ def layer_head(cfg, prefix: str, where=None, *, average: bool = False) -> tuple[
 
 
 def query_picker(label: str, key: str, tokens: Sequence[str], default: int,
-                 every: bool = False, where=st) -> int:
-    """A query-position selector ("pos 3 · 'law'"); -1 = every token when ``every``."""
-    options = ([-1] if every else []) + list(range(len(tokens)))
+                 every: bool = False, where=st, positions: Sequence[int] | None = None,
+                 follows=None) -> int:
+    """A query-position selector ("pos 3 · 'law'"); -1 = every token when ``every``.
+    ``positions``: only these positions (default: every one). ``follows``: what the choice
+    belongs to (e.g. the sentence): when it changes, the kept choice is dropped and ``default``
+    shown — position 16 of another sentence is another token."""
+    options = ([-1] if every else []) + list(range(len(tokens)) if positions is None else positions)
+    if follows is not None and st.session_state.get(f"_{key}_follows") != follows:
+        st.session_state.pop(key, None)
+        st.session_state[f"_{key}_follows"] = follows
     return choice(where, label, options, key, default,
                   format_func=lambda i: "every token" if i < 0 else f"pos {i} · '{tokens[i]}'")
 
@@ -95,18 +102,19 @@ def remember_table_heads(prefix: str, df) -> None:
     st.session_state[f"_{prefix}_table_heads"] = list(zip(df["layer"].tolist(), df["head"].tolist()))
 
 
-def site_layer_head(cfg, prefix: str):
+def site_layer_head(cfg, prefix: str, stacked: bool = False):
     """(site, layer, head): the attention kind (encoder-decoder: encoder self / decoder self /
-    cross), layer and head, after applying a click on a grid tile or table row."""
+    cross), layer and head, after applying a click on a grid tile or table row. ``stacked``: one
+    under another (in a narrow column), else side by side."""
     from tfviz.analysis.explorer import sites
 
     apply_head_clicks(prefix)
     all_sites = sites(cfg)
     labels = [s.label for s in all_sites]
-    cols = st.columns([3, 1, 1] if len(all_sites) > 1 else [1, 1])
+    cols = [st] * 3 if stacked else st.columns([3, 1, 1] if len(all_sites) > 1 else [1, 1])
     label = labels[0]
     if len(all_sites) > 1:
-        label = cols[0].radio("Attention", labels, key=f"{prefix}_site", horizontal=True)
+        label = cols[0].radio("Attention", labels, key=f"{prefix}_site", horizontal=not stacked)
     layer, head = layer_head(cfg, prefix, cols[-2:])
     return all_sites[labels.index(label)], layer, head
 

@@ -224,3 +224,38 @@ def assert_ticks_apart(plot, axis: str = "y") -> int:
     for a, b in zip(boxes, boxes[1:]):
         assert (a[1] <= b[0] + 0.5) if axis == "y" else (a[3] <= b[2] + 0.5), f"tick labels overlap: {a} {b}"
     return len(boxes)
+
+
+def title_problems(plot) -> list[str]:
+    """What is wrong with a chart's titles as drawn: its title cut by the chart's edge, an axis
+    title running into it, two annotations (subplot titles, labels) overlapping. [] when clear."""
+    got = plot.evaluate("""(el) => {
+      const box = (e) => { const r = e.getBoundingClientRect();
+                           return {left: r.left, top: r.top, right: r.right, bottom: r.bottom}; };
+      const t = el.querySelector('.gtitle');
+      return {svg: box(el.querySelector('svg.main-svg')), title: t ? box(t) : null,
+              text: t ? t.textContent : '',
+              axes: [...el.querySelectorAll('.g-ytitle text, .g-xtitle text')].map(box),
+              notes: [...el.querySelectorAll('.annotation-text')].map(box)};
+    }""")
+    out, title, svg = [], got["title"], got["svg"]
+    if title:
+        if not (svg["left"] <= title["left"] and title["right"] <= svg["right"] + 0.5):
+            out.append(f"{got['text']!r}: title cut ({title} outside {svg})")
+        out += [f"{got['text']!r}: an axis title runs into the title" for a in got["axes"] if not apart(a, title)]
+    notes = got["notes"]
+    out += [f"{got['text']!r}: annotations overlap" for i, a in enumerate(notes) for b in notes[i + 1:]
+            if not apart(a, b)]
+    return out
+
+
+def cut_off(page, selector: str) -> list[str]:
+    """The visible elements matching ``selector`` whose text the browser cuts (an element inside
+    wider than its box: a one-line label with an ellipsis, a select's value) — their texts.
+    Elements of a previous run (``data-stale``) and empty ones are not looked at."""
+    return page.evaluate("""(sel) => [...document.querySelectorAll(sel)]
+        .filter(el => el.offsetParent !== null && el.innerText.trim() !== ''
+                      && !el.closest("[data-stale='true']"))
+        .filter(el => [el, ...el.querySelectorAll('*')]
+                      .some(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1))
+        .map(el => el.innerText.replace(/\\s+/g, ' ').slice(0, 80))""", selector)

@@ -85,3 +85,18 @@ def test_attention_explorer(page, open_page, timings) -> None:
     timings["attention_cold_first_render_s"] = round(cold, 2)
     print(report(timings, "attention", firsts, switches) + f"; cold {cold:.2f} s (targets: warm "
           "first render <= 2 s, head switch <= 0.5 s)")
+
+
+def test_the_first_view_shows_the_heatmap_at_1024(page, open_page) -> None:
+    """Issue 25, item 9: at 1024 × 768 (a projector) the heatmap started below the fold (here at
+    674 px, 94 px of it on screen). The input sits beside layer / head now: the heatmap's top is
+    on screen with a good part of it (≥ 160 px, or all of a smaller one) before any scroll."""
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_page(page, "/attention")
+    chart_title(page, "layer 0 · head 0")
+    cells = page.locator(".js-plotly-plot .nsewdrag").first  # the heatmap's plot area
+    box = cells.bounding_box()
+    page.screenshot(path=str(SCREENSHOTS / "attention_first_view_1024.png"))
+    assert box["y"] < 768, box
+    assert 768 - box["y"] >= min(160, box["height"]), box
+

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from browser_helpers import (SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title, report, select, settle,
-                             visit)
+from browser_helpers import (SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title, cut_off, report, select,
+                             settle, visit)
 from playwright.sync_api import expect
 
 
@@ -40,3 +40,18 @@ def test_train_a_pair_then_compare(page, open_page, timings) -> None:
         switches.append(time.perf_counter() - t0)
     page.screenshot(path=str(SCREENSHOTS / "compare_pair.png"), full_page=True)
     print(report(timings, "compare", firsts, switches) + f"; pair of 12 steps trained in {trained_s:.1f} s")
+
+
+def test_pair_form_values_are_not_cut(page, open_page) -> None:
+    """Issue 25, item 8: four fields in a row cut the setting's name ("normalisation placement
+    (pre /"). At 1024 and 1440 px every select of the pair form shows its whole value."""
+    for width, height in ((1024, 768), (1440, 900)):
+        page.set_viewport_size({"width": width, "height": height})
+        open_page(page, "/compare")
+        page.get_by_role("tab", name="Train a pair").click()
+        expect(page.get_by_label("Values (comma-separated)")).to_have_value("pre, post")
+        settle(page)
+        cut = cut_off(page, "[data-testid='stMain'] [data-testid='stSelectbox']")
+        page.screenshot(path=str(SCREENSHOTS / f"compare_pair_form_{width}.png"))
+        assert not cut, (width, cut)
+

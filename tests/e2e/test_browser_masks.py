@@ -20,12 +20,12 @@ def test_masks_page(page, open_page, timings) -> None:
     page.get_by_text("No peeking: edit a later token").scroll_into_view_if_needed()
     expect(page.get_by_text("before p (positions 0–")).to_be_visible()
 
-    # Issue 11: with 33 tokens the four-mask overview's token labels overlapped (7 px rows)
+    # Issue 11: with 33 tokens the overview's token labels overlapped (7 px rows)
     page.set_viewport_size({"width": 1024, "height": 768})
     box = page.get_by_label("Text", exact=True)
     box.fill(" ".join(["the law and the dog"] * 6) + " it is")  # 32 words: 33 tokens with [BOS]
     box.press("Control+Enter")
-    overview = page.locator(".js-plotly-plot", has_text="All four masks").first
+    overview = page.locator(".js-plotly-plot", has_text="Three masks on the input").first
     expect(page.get_by_text("Input — 33 tokens")).to_be_visible()
     settle(page)
     overview.scroll_into_view_if_needed()

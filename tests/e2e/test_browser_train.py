@@ -11,7 +11,7 @@ import re
 import time
 
 from browser_helpers import (CURRENT, DEADLINE_MS, SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title,
-                             nav, report, select, settle)
+                             cut_off, nav, report, select, settle)
 from playwright.sync_api import expect
 
 
@@ -111,3 +111,22 @@ def test_train_then_open_in_explorer(page, open_page, timings) -> None:
     print(report(timings, "train", firsts, switches) + " (targets: first render <= 2 s, replay "
           f"head switch <= 0.5 s); 60 induction steps (start -> done shown): {trained_s:.1f} s; "
           f"reopened in a new tab: runs list after {reopened_s:.1f} s")
+
+
+def test_form_values_are_not_cut(page, open_page) -> None:
+    """Issue 25, item 8: the form's selects cut their values ("Transf…"; at 1024 px
+    "encoder-decoder", "sinusoidal" too). Every select shows its whole value at 1024 and 1440 px,
+    for a decoder, an encoder-decoder and an encoder task."""
+    for width, height in ((1024, 768), (1440, 900)):
+        page.set_viewport_size({"width": width, "height": height})
+        open_page(page, "/train")
+        expect(page.get_by_role("button", name="Start training")).to_be_visible()
+        main = page.locator("[data-testid='stMain']")
+        for task in ("coref", "copy", "mlm"):
+            select(page, main, "Task", task)
+            expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(f"^{task}-"))
+            settle(page)
+            cut = cut_off(page, "[data-testid='stMain'] [data-testid='stSelectbox']")
+            assert not cut, (width, task, cut)
+        page.screenshot(path=str(SCREENSHOTS / f"train_form_{width}.png"))
+

@@ -432,6 +432,13 @@ def probe_queries(tokens: Sequence[str], meta: Mapping | None = None) -> list[in
     return sorted(set(pronoun_positions(tokens)) | ({q} if q >= 0 else set()))
 
 
+def probe_default(queries: Sequence[int], meta: Mapping | None = None) -> int:
+    """The pronoun the probe opens on: the example's own query (a coref example, a mission
+    sentence) when it is one of ``queries``, else the last pronoun."""
+    q = (meta or {}).get("query_index")
+    return int(q) if isinstance(q, int) and q in queries else queries[-1]
+
+
 def probe_unavailable(task_name: str | None, task) -> str | None:
     """Why the pronoun probe cannot run on a model of this task, or None when it can."""
     if task_name != "coref" or not hasattr(task, "mission_sentences"):

@@ -49,9 +49,11 @@ def describe(causal: bool) -> str:
     """What each kind of mask lets a query see, in words (for the overview's caption)."""
     return ("Sliding window: query i sees keys j with " + ("0 ≤ i − j ≤ w" if causal else "|i − j| ≤ w")
             + ". Global + local: the first g tokens see and are seen by all"
-            + (" (still causally)" if causal else "") + ". Padding: pads are never looked at "
-            + ("(a decoder is padded on the left: on the right its causal mask already hides "
-               "them)." if causal else "(padded on the right)."))
+            + (" (still causally)" if causal else "") + ". Padding (drawn on the input with pads "
+            + "added; the other three on the input as it is): no real token looks at a pad — a "
+            + "pad's own row still sees itself, so no row is all blocked; "
+            + ("a decoder is padded on the left (on the right its causal mask already hides them)."
+               if causal else "padded on the right."))
 
 
 def pad_token(config, tokenizer) -> int:

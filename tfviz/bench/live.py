@@ -13,6 +13,7 @@ UI-free: the caller decides how a measurement is shared (the app allows one at a
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -185,3 +186,45 @@ def honest_windows(df: pd.DataFrame, pass_: str, time_col: str = "time_s") -> st
         out += (f" Measured: the masked window took {masked[t] * 1e3:,.1f} ms, the banded one "
                 f"{banded[t] * 1e3:,.1f} ms ({masked[t] / banded[t]:,.1f}×).")
     return out
+
+
+def _mb(b: float) -> str:
+    return f"{b / 2**30:,.2f} GiB" if b >= 2**30 else f"{b / 2**20:,.1f} MiB"
+
+
+def fused_memory(df: pd.DataFrame, pass_: str) -> str:
+    """Why the fused full-attention kernel can use less memory than the window, with the numbers
+    of ``df`` (a measured run or the reference) at the largest n where the fused kernel, the
+    banded window and full attention with every score stored all ran: a fused kernel never
+    stores the n × n scores (it computes them a block at a time with a running softmax), so its
+    peak grows like the output (×2 per doubling of n), while it still does the O(n²) work.
+    "" when one of them did not run."""
+    rows = df[(df["pass"] == pass_)]
+    if "skipped" in rows:
+        rows = rows[rows["skipped"].fillna("").astype(str) == ""]
+    at = {v: g.set_index("n").sort_index() for v, g in rows.groupby("variant")}
+    names = ("full-sdpa", "window-banded", "full-explicit")
+    if not all(v in at for v in names) or "peak_bytes" not in rows:
+        return ""
+    common = sorted(set.intersection(*(set(at[v].index) for v in names)))
+    if not common:
+        return ""
+    n = common[-1]
+    fused, banded, full = (at[v].loc[n] for v in names)
+    f_peak, b_peak, e_peak = (float(x["peak_bytes"]) for x in (fused, banded, full))
+    if not all(pd.notna(x) and x > 0 for x in (f_peak, b_peak, e_peak)):
+        return ""
+    ns = [m for m in at["full-sdpa"].index if m < n]
+    growth = ""
+    if ns:
+        m = ns[-1]
+        per = (f_peak / float(at["full-sdpa"].loc[m, "peak_bytes"])) ** (1 / math.log2(n / m))
+        growth = f" (×{per:.2f} per doubling of n, like the output, not ×4 like the scores)"
+    work = float(fused["flops"]) / float(banded["flops"])
+    return (f"**Memory: the fused kernel stores no scores.** At n = {n:,} full attention's fused "
+            f"kernel peaked at {_mb(f_peak)}, {f_peak / b_peak:.2f}× the band-only window's "
+            f"{_mb(b_peak)}, though it computes {work:,.0f}× the window's FLOPs. It never stores the "
+            f"n × n scores: it computes them a block of keys at a time and keeps a running softmax "
+            f"(as FlashAttention does), so its peak grows with n{growth}. Full attention with every "
+            f"score stored kept them all: {_mb(e_peak)}. The window saves work (time); storing no scores saves memory — the two are different costs.")
+

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import limits, paths
+from ..model.families import parameter_count
 from .folder import (PICKLE_SUFFIXES, TOKENIZER, ModelFolder, ModelFolderError, local_max_bytes,
                      read_config, resolve, weight_files)
 from .load import model_config
@@ -47,7 +48,8 @@ class ModelInfo:
     family: str | None = None  # "gpt2" | "bert" | "llama"
     model_type: str | None = None
     nbytes: int = 0           # weight files on disk
-    params: int | None = None  # about how many parameters (from the file size and dtype)
+    params: int | None = None  # how many parameters: exact from config.json (``params_exact``,
+    params_exact: bool = False  # the count ``tfviz info`` prints), else about (file size / dtype)
     notes: list[str] = field(default_factory=list)
 
 
@@ -105,6 +107,8 @@ def _inspect(p: Path, source: str, name: str) -> ModelInfo:
         family, cfg, notes = model_config(config, _AnyWeights())
     except ModelFolderError as e:
         return ModelInfo(**info, ok=False, reason=_short(e, root, p))
+    # the count of the model tfviz builds (tied weights once), as its card says: not the file size
+    info.update(params=parameter_count(cfg), params_exact=True)
     try:
         limit = local_max_bytes()
         if nbytes > limit:

@@ -279,11 +279,15 @@ def claim(name: str | None) -> str:
     if m is None:
         return "Quick preset: not measured since it last changed."
     start, end = m["load_average"]
-    return (f"Quick preset: {m['seconds']:.0f} s for {m['steps']} steps (first loss point "
-            f"{m['first_loss_s']:.1f} s after the start), measured on {m['threads']} core of a "
-            f"{m['cpu_count']}-core CPU under other work (load average {start:g} at the start, "
-            f"{end:g} at the end); it used {m['cpu_seconds']:.0f} s of CPU, about its time on an "
-            f"idle core.")
+    return (f"Quick preset: {_s(m['cpu_seconds'])} s of CPU time for {m['steps']} steps on one core "
+            f"— about its time on an idle core. Wall time as measured: {_s(m['seconds'])} s (first "
+            f"loss point after {m['first_loss_s']:.2g} s) on 1 core of a {m['cpu_count']}-core CPU "
+            f"at load average {start:g} at the start, {end:g} at the end ({m['measured']}); with "
+            f"more work on the server a run takes longer.")
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
 
 
 def claim_for(preset: Preset) -> str:

@@ -202,12 +202,14 @@ def pronoun_probe(weights, tokens: Sequence[str], candidates: Mapping[str, Seque
         fig.add_vrect(x0=pronoun_index - 0.5, x1=pronoun_index + 0.5, row=1, col=1,
                       line=dict(color="#9ca3af", width=2, dash="dot"), fillcolor="rgba(0,0,0,0)")
     fig.update_xaxes(xaxis, row=1, col=1)
-    fig.update_xaxes(title=dict(text="attention mass on candidate"), range=[0, 1], row=1, col=2)
+    fig.update_xaxes(title=dict(text="mass on candidate"), range=[0, 1], row=1, col=2)
     fig.update_yaxes(type="category", autorange="reversed", title=dict(text="layer · head"),
                      row=1, col=1)
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2))
+    # the legend above the plot, right: below it, it sat on the rotated token labels
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1,
+                                                   xanchor="right"))
     c = cell_size(max(nk, len(y)), hi=24)
-    return apply_theme(fig, title=title, height=len(y) * max(c, 14) + 220, width=nk * c + 520)
+    return apply_theme(fig, title=title, height=len(y) * max(c, 26) + 240, width=nk * c + 520)
 
 
 def pronoun_probe_frame(weights, tokens: Sequence[str],

@@ -88,7 +88,7 @@ def gradient_vs_distance(df: pd.DataFrame, *, model: str = "model",
                 name=f"{name}: the key", showlegend=False,
                 hovertemplate=f"{name}: the key, %{{x}} steps back → %{{y:.3g}}<extra></extra>"))
     fig.update_xaxes(title=dict(text="steps back from the question (position distance)"))
-    fig.update_yaxes(title=dict(text="gradient norm ‖∂loss/∂embedding‖ (log scale)"), type="log",
+    fig.update_yaxes(title=dict(text="‖∂loss/∂embedding‖ (log)"), type="log",  # short: it ran into the title
                      exponentformat="power")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return apply_theme(fig, title=title, height=440, width=820)
@@ -118,7 +118,7 @@ def accuracy_vs_length(df: pd.DataFrame, *, model: str = "model", value: str = "
                            f"length %{{x}} → {what} %{{y:.3f}} (%{{customdata[0]}} fresh sources)"))
     _trained_band(fig, df["length"], df["trained"], "lengths")
     fig.update_xaxes(title=dict(text="source length (tokens)"), dtick=2)
-    fig.update_yaxes(title=dict(text=f"accuracy ({what}, fresh sources)"), range=[0, 1.03])
+    fig.update_yaxes(title=dict(text=f"accuracy ({what})"), range=[0, 1.03])  # fresh: in the hover
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return apply_theme(fig, title=title, height=440, width=820)
 

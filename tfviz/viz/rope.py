@@ -38,12 +38,15 @@ def _arrow(v: np.ndarray, name: str, colour: str) -> go.Scatter:
 
 def rope_rotation_animation(q, freq: float, positions: Sequence[int], *, k=None,
                             k_position: int | None = None, pair_index: int | None = None,
-                            title: str | None = None):
+                            title: str | None = None, start: int | None = None,
+                            totals: Sequence[float] | None = None):
     """One q pair (and optionally one k pair) in its 2-D plane, rotating as the position grows.
     x = first component x_2i, y = second x_2i+1. One animation frame per position m (play button
     and slider): q is drawn at angle m·θ. With ``k``: at ``k_position`` if given (q moves, k stays:
     the score changes with m − n) or at the same position m (both turn together: the score stays
-    constant). Each frame's title gives the angle and q·k."""
+    constant). Each frame's title gives the angle and this pair's part of q·k; with ``totals``
+    (the whole vectors' q·k at each position, aligned with ``positions``) the whole q·k first.
+    ``start``: the position the figure opens on (default the first), e.g. the page's chosen m."""
     q = np.asarray(q, dtype=float)
     positions = [int(p) for p in positions]
     if q.shape != (2,) or not positions:
@@ -61,24 +64,30 @@ def rope_rotation_animation(q, freq: float, positions: Sequence[int], *, k=None,
             n = m if k_position is None else int(k_position)
             rk = rotate_pair(kv, n * freq)
             out.append(_arrow(rk, f"k at n={n}", HEAD_COLOURS[1]))
-            text += f" · m − n = {m - n} · q·k = {float(rq @ rk):.3f}"
+            part = f"pair's part of q·k {float(rq @ rk):.3f}"
+            text += (f" · m − n = {m - n} · " + (part if totals is None else
+                                                  f"q·k = {float(totals[positions.index(m)]):.4f} ({part})"))
         return out, text
 
+    if totals is not None and len(totals) != len(positions):
+        raise ValueError(f"totals has {len(totals)} values for {len(positions)} positions")
+    first = positions[0] if start is None or int(start) not in positions else int(start)
     trail = np.array([rotate_pair(q, m * freq) for m in positions])
     fig = go.Figure([go.Scatter(x=trail[:, 0], y=trail[:, 1], mode="markers", name="q tips",
                                 marker=dict(size=5, color="rgba(128,128,128,0.5)"),
                                 customdata=positions,
                                 hovertemplate="m = %{customdata}<extra>q tip</extra>")]
-                    + traces(positions[0])[0])
+                    + traces(first)[0])
     frames = []
     for m in positions:
         data, text = traces(m)
         frames.append(go.Frame(data=data, traces=list(range(1, 1 + len(data))), name=str(m),
                                layout=dict(title=dict(text=f"{base_title}<br><sup>{text}</sup>"))))
     fig.frames = frames
-    fig.update_layout(title=dict(text=f"{base_title}<br><sup>{traces(positions[0])[1]}</sup>"))
+    fig.update_layout(title=dict(text=f"{base_title}<br><sup>{traces(first)[1]}</sup>"))
     fig.update_layout(**play_controls([f.name for f in frames], "position m = ", 250),
                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
+    fig.layout.sliders[0].active = positions.index(first)  # the slider opens where the figure does
     fig.update_layout(margin=dict(t=120))
     r = 1.15 * max(np.linalg.norm(q), 0 if kv is None else np.linalg.norm(kv), 1e-9)
     fig.update_xaxes(title=dict(text="x_2i (first of the pair)"), range=[-r, r], zeroline=True)

@@ -93,6 +93,15 @@ def _acc(df: pd.DataFrame, model: str, x: str, value, col: str = "accuracy") -> 
     return float(row[col].iloc[0]) if len(row) else float("nan")
 
 
+def _times(ratio: float) -> str:
+    """A ratio as a reader says it: "119×", "0.029× (1/35)"."""
+    if ratio >= 10:
+        return f"{ratio:,.0f}×"
+    if ratio >= 1:
+        return f"{ratio:.1f}×"
+    return f"{ratio:.2g}× (1/{1 / ratio:,.0f})" if ratio > 0 else f"{ratio:g}×"
+
+
 def recall_text(frames: dict[str, pd.DataFrame]) -> str:
     """Sentences on the recall experiment (``measure_recall``'s frames)."""
     acc, summ, paths = frames["accuracy"], frames["summary"], frames["paths"]
@@ -112,9 +121,12 @@ def recall_text(frames: dict[str, pd.DataFrame]) -> str:
     trained = acc.loc[acc["trained"].astype(bool), "distance"]
     if len(trained) and far > trained.max():
         strength += f"; trained on distances {int(trained.min())}–{int(trained.max())}"
-    grads = "; ".join(f"{r.model} ×{10 ** r.decay_per_step:.3f} per step back "
-                      f"(at the key: {r.key_over_near:.2g} × the gradient one step before the question)"
-                      for r in summ.itertuples())
+    grads = "; ".join(f"{r.model} ×{10 ** r.decay_per_step:.3f} per step back, at the key "
+                      f"{_times(r.key_over_near)}" for r in summ.itertuples())
+    grads += (" — the first number: how the gradient changes per filler going back from the "
+              "question (below 1 it fades); the second: the gradient at the key divided by the "
+              "gradient one step before the question (below 1 the key hears less than a neighbour "
+              "of the question; above 1 more — the answer is read from the key itself)")
     n_max = int(paths["n"].max())
     pl = "; ".join(f"{m} {int(paths[(paths.model == m) & (paths.n == n_max)].path_length.iloc[0])}"
                    for m in dict.fromkeys(paths["model"]))
