@@ -155,6 +155,28 @@ class CorefTask(GeneratedTask):
             targets[query] = tok.token_to_id(order[referent])
         return Example(tokens, targets, text=text, meta=meta)
 
+    def fresh_examples(self, n: int, seed: int = 0) -> list[Example]:
+        """``n`` new sentences in this task's vocabulary and templates, none of them in any split
+        (any noun-attribute pair; seeded: the same ``seed`` gives the same sentences). For
+        re-measuring a claim on inputs the model and the card never saw."""
+        tok = self.tokenizer
+        known = {tuple(e.tokens) for split in ("train", "validation", "test") for e in self.examples(split)}
+        pairs = [(c, nn, a) for c, (ns, ps, xs) in CATEGORIES.items() for nn in ns for a in ps + xs]
+        sample = self._sampler(self.rng(f"fresh:{seed}"), pairs)
+        out, seen, tries = [], set(), 0
+        while len(out) < n:
+            tries += 1
+            if tries > 100 * n + 1000:
+                raise ValueError(f"could not draw {n} new coref sentences")
+            s = sample()
+            if s[1] in seen:
+                continue
+            seen.add(s[1])
+            ex = self._example(tok, *s)
+            if tuple(ex.tokens) not in known:
+                out.append(ex)
+        return out
+
     def mission_sentences(self) -> list[Example]:
         """The two motivating sentences in this task's format. Sentence 1: "its" -> law
         (referent 0). Sentence 2: the final "it" is ambiguous (referent None, no target)."""
