@@ -277,7 +277,8 @@ def effect(model, inputs, variants: Sequence[Sequence[Site]], metric: Metric, *,
            reference=None, progress: Progress | None = None, max_rows: int = MAX_ROWS,
            **forward_kwargs) -> np.ndarray:
     """The metric with each variant's sites replaced (all of a variant's sites at once; ``[]`` =
-    the unchanged run) -> float64 [len(variants)]. ``mode``: a ``MODES`` key; ``reference``: the
+    the unchanged run) -> float64 [len(variants)] (a dict of metrics: [len(variants), n_metrics],
+    all measured on the same forwards). ``mode``: a ``MODES`` key; ``reference``: the
     input(s) "mean" averages over (default: ``inputs``) or "patch" / "resample" reads from.
     Patching clean -> corrupted: ``inputs`` = corrupted, ``reference`` = clean (and the reverse)."""
     inputs = _as_inputs(inputs)
@@ -287,7 +288,7 @@ def effect(model, inputs, variants: Sequence[Sequence[Site]], metric: Metric, *,
                                forward_kwargs, shapes)
     B = inputs[0].shape[0]
     k_max = max(1, max_rows // B)
-    out = np.zeros(len(variants))
+    out = np.zeros((len(variants), len(metric))) if isinstance(metric, dict) else np.zeros(len(variants))
     was = model.training
     model.eval()
     try:
@@ -341,6 +342,8 @@ def _run_chunk(model, inputs, chunk, values, metric, B, single, forward_kwargs) 
     fwd += [(n, edit(n)) for n in edits]
     with hooks(model, fwd):
         logits = model(*run_inputs, **kw)
+    if isinstance(metric, dict):  # several metrics of the same forwards: one row each
+        return [[float(f(logits[j * B:(j + 1) * B])) for f in metric.values()] for j in range(k)]
     return [float(metric(logits[j * B:(j + 1) * B])) for j in range(k)]
 
 
@@ -363,7 +366,8 @@ class Effect:
 def sweep(model, inputs, grid: str, metric: Metric, *, mode: str = "zero", reference=None,
           stack: str = "", layers: Sequence[int] | None = None, progress: Progress | None = None,
           max_rows: int = MAX_ROWS, **forward_kwargs) -> Effect:
-    """``effect`` over every site of ``GRIDS[grid]`` (one at a time), laid out [layer, n]."""
+    """``effect`` over every site of ``GRIDS[grid]`` (one at a time), laid out [layer, n] (a dict
+    of metrics: [layer, n, n_metrics], ``baseline`` one per metric)."""
     if grid not in GRIDS:
         raise ValueError(f"grid {grid!r} is not one of {', '.join(GRIDS)}")
     g = GRIDS[grid]
@@ -375,7 +379,8 @@ def sweep(model, inputs, grid: str, metric: Metric, *, mode: str = "zero", refer
     variants = [[]] + [[s] for row in labels for s in row]
     vals = effect(model, inputs, variants, metric, mode=mode, reference=reference,
                   progress=progress, max_rows=max_rows, **forward_kwargs)
-    return Effect(vals[1:].reshape(len(layers), n), float(vals[0]), grid, mode,
+    base = vals[0] if isinstance(metric, dict) else float(vals[0])
+    return Effect(vals[1:].reshape(len(layers), n, *vals.shape[1:]), base, grid, mode,
                   [[str(s) for s in row] for row in labels])
 
 
