@@ -292,12 +292,19 @@ def write_sections(folder: str | Path, log=print) -> list[Path]:
         two, one = load_checkpoint(path("induction-2L")), load_checkpoint(path("induction-1L"))
         i = induction_effects(two.model.eval(), one.model.eval(), int(two.task["n_symbols"]))
         sections["induction-2L"], sections["induction-1L"] = induction_markdown(i, "2L"), induction_markdown(i, "1L")
+    readme = [SECTION, ""]
     for name, section in sections.items():
         md = folder / f"{name}.md"
         if md.is_file():
             md.write_text(replace_section(md.read_text(), section))
             written.append(md)
             log(f"wrote {md}")
+        if name != "induction-1L":  # the story covers both induction models
+            readme += [f"### {name}", "", section.split("\n")[2], ""]
+    md = folder / "README.md"
+    if md.is_file() and sections:
+        md.write_text(replace_section(md.read_text(), "\n".join(readme)))
+        written.append(md)
     return written
 
 
