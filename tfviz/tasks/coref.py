@@ -177,6 +177,24 @@ class CorefTask(GeneratedTask):
                 out.append(ex)
         return out
 
+    def counterfactual(self, example: Example) -> tuple[list[int], str] | None:
+        """``example``'s tokens with the deciding word (predicate or part) replaced by one that
+        fits the *other* noun, so the referent flips while every other token stays -> (tokens,
+        the new word), or None when the example has no deciding word. For activation patching."""
+        meta = example.meta
+        at, ref = meta.get("attribute_index"), meta.get("referent")
+        if at is None or ref is None:
+            return None
+        other = example.tokens[meta["candidate_indices"][1 - ref]]
+        word = self.tokenizer.tokens_of([other])[0]
+        cat = next(c for c, (ns, _, _) in CATEGORIES.items() if word in ns)
+        is_part = meta["attribute"] in CATEGORIES[meta["category"]][2]
+        choices = CATEGORIES[cat][2 if is_part else 1]
+        new = choices[sum(example.tokens) % len(choices)]  # deterministic, varies by sentence
+        tokens = list(example.tokens)
+        tokens[at] = self.tokenizer.token_to_id(new)
+        return tokens, new
+
     def mission_sentences(self) -> list[Example]:
         """The two motivating sentences in this task's format. Sentence 1: "its" -> law
         (referent 0). Sentence 2: the final "it" is ambiguous (referent None, no target)."""

@@ -1,0 +1,120 @@
+"""The Attention explorer's Effects tab in AppTest (ui/effects.py): every view's chart against an
+independent computation here (plain forward hooks on the same checkpoint, the model's own logits),
+on the tiny zoo and on an imported GPT-2 folder."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from apptest_helpers import arr, chart, heatmap_z, open_page, rerun, text
+
+from tfviz.analysis import explorer
+from tfviz.analysis.explorer import example_choices
+from tfviz.train.checkpoint import load_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def zeroed(model, x, layer, head, stack="stack."):
+    """logits with head ``head`` of ``layer`` zeroed by a plain forward hook on its hook_z."""
+    mod = dict(model.named_modules())[f"{stack}blocks.{layer}.attn.hook_z"]
+
+    def fn(m, i, z):
+        z = z.clone()
+        z[:, :, head] = 0
+        return z
+    h = mod.register_forward_hook(fn)
+    try:
+        with torch.no_grad():
+            return model(x)
+    finally:
+        h.remove()
+
+
+def test_heads_off_patch_lens_and_attribution_on_a_pronoun_model(tiny_zoo):
+    path = tiny_zoo["tiny-coref"]
+    ck = load_checkpoint(path)
+    model = ck.model.eval()
+    at = open_page("attention", path, att_tab="Effects", att_layer=1, att_head=2)
+    ex = example_choices(ck.build_task())[0][1]  # the page's default input
+    x = torch.tensor([ex.tokens])
+    q, ref = ex.meta["query_index"], ex.tokens[ex.meta["candidate_indices"][ex.meta["referent"]]]
+    with torch.no_grad():
+        base = model(x)[0, q].softmax(-1)[ref].item()
+    z = heatmap_z(chart(at, "eff_heatmap"))
+    assert z.shape == (2, 4)
+    for layer, head in ((0, 1), (1, 2)):
+        off = zeroed(model, x, layer, head)[0, q].softmax(-1)[ref].item()
+        assert z[layer, head] == pytest.approx(off - base, abs=1e-5)
+    assert "Switching **L1H2** off" in text(at)
+    assert chart(at, "eff_scatter")["data"]  # pattern vs effect beside it
+    rerun(at, eff_data="task")
+    assert heatmap_z(chart(at, "eff_heatmap")).shape == (2, 4)
+
+    # patching: the changed position, entering layer 0, is the only difference: it restores all
+    word = ck.tokenizer.tokens_of([ex.tokens[2]])[0]
+    pos = next(i for i, t in enumerate(ex.tokens) if i > 2 and t != ex.tokens[2] and i < q - 1)
+    rerun(at, eff_view="Patch from another input", eff_patch_pos=pos, eff_patch_word=word)
+    share = heatmap_z(chart(at, "eff_patch_pos_fig"))
+    assert share.shape == (2, len(ex.tokens))
+    assert share[0, pos] == pytest.approx(1.0, abs=1e-4)
+    assert np.allclose(np.delete(share[0], pos), 0, atol=1e-4)
+
+    # logit lens: the last row is the model's own prediction
+    rerun(at, eff_view="Logit lens")
+    lens = heatmap_z(chart(at, "eff_lens"))
+    with torch.no_grad():
+        top = model(x)[0].softmax(-1).max(-1).values.numpy()
+    np.testing.assert_allclose(lens[-1], top, atol=1e-5)
+
+    # attribution: the bars add up to the model's own logit difference
+    rerun(at, eff_view="Attribution & circuits")
+    bars = chart(at, "eff_dla")["data"][0]
+    with torch.no_grad():
+        last = model(x)[0, -1]
+    g, b = last.topk(2).indices.tolist()
+    assert arr(bars["y"]).sum() == pytest.approx((last[g] - last[b]).item(), abs=1e-4)
+    assert chart(at, "eff_qk")["data"] and chart(at, "eff_ov")["data"]
+
+
+def test_induction_model_on_the_tasks_repeats(tiny_zoo):
+    at = open_page("attention", tiny_zoo["tiny-induction"], att_tab="Effects", eff_data="task")
+    z = heatmap_z(chart(at, "eff_heatmap"))
+    assert z.shape == (2, 2) and np.isfinite(z).all()
+    assert "loss on the repeat" in text(at)
+
+
+def test_imported_gpt2_loss_grid(tmp_path):
+    pytest.importorskip("transformers")
+    import hf_folders
+    from tfviz import from_pretrained
+
+    models = tmp_path / "models"
+    hf_folders.build("gpt2", models / "gpt2")
+    old = {k: os.environ.get(k) for k in ("TFVIZ_MODELS_DIR", "HF_HUB_CACHE")}
+    os.environ.update(TFVIZ_MODELS_DIR=str(models), HF_HUB_CACHE=str(tmp_path / "hub"))
+    try:
+        at = open_page("attention", models / "gpt2", att_tab="Effects", att_text="the cat sat on the mat")
+        z = heatmap_z(chart(at, "eff_heatmap"))
+        ck = from_pretrained(models / "gpt2")
+        model, tok = ck.model.eval(), ck.tokenizer
+        ids = explorer.prepare_text(tok, "the cat sat on the mat", *explorer.template_layout(tok), 64).ids
+        x = torch.tensor([ids])
+
+        def loss(logits):
+            return torch.nn.functional.cross_entropy(logits[0, :-1], x[0, 1:]).item()
+        with torch.no_grad():
+            base = loss(model(x))
+        assert z.shape == (2, 4)
+        assert z[1, 3] == pytest.approx(loss(zeroed(model, x, 1, 3)) - base, abs=1e-5)
+        assert "loss" in text(at)
+        rerun(at, eff_view="Logit lens")
+        assert heatmap_z(chart(at, "eff_lens")).shape[0] == 3
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
