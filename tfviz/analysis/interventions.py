@@ -295,15 +295,31 @@ def effect(model, inputs, variants: Sequence[Sequence[Site]], metric: Metric, *,
         pads = model.prepare(*inputs, **{k: v for k, v in forward_kwargs.items()
                                          if k in ("padding_mask", "token_types")})
         single = getattr(model.config, "arch", "") != "encoder-decoder" and all(p is None for p in pads)
-        for start in range(0, len(variants), k_max):
-            chunk = variants[start:start + k_max]
-            vals = _run_chunk(model, inputs, chunk, values, metric, B, single, forward_kwargs)
-            out[start:start + len(chunk)] = vals
+        for start, stop in _chunks(variants, k_max, single):
+            chunk = variants[start:stop]
+            out[start:stop] = _run_chunk(model, inputs, chunk, values, metric, B, single, forward_kwargs)
             if progress is not None:
-                progress(min(1.0, (start + len(chunk)) / len(variants)),
-                         f"{start + len(chunk)} of {len(variants)} variants")
+                progress(min(1.0, stop / len(variants)), f"{stop} of {len(variants)} variants")
     finally:
         model.train(was)
+    return out
+
+
+def _first_layer(sites) -> int | None:
+    layers = [_layer_of(s.name)[1] for s in sites]
+    return None if not layers or None in layers else min(layers)
+
+
+def _chunks(variants, k_max: int, single: bool) -> list[tuple[int, int]]:
+    """[start, stop) ranges of at most ``k_max`` variants; in a single-stack model a range never
+    mixes variants whose first edited layer differs, so the layers before it run once, at batch B
+    (the variants of a sweep come layer by layer)."""
+    out, start = [], 0
+    for i in range(1, len(variants) + 1):
+        if i == len(variants) or i - start == k_max or (
+                single and _first_layer(variants[i]) != _first_layer(variants[start])):
+            out.append((start, i))
+            start = i
     return out
 
 
