@@ -118,3 +118,34 @@ def test_imported_gpt2_loss_grid(tmp_path):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_findings_page_tells_the_pronoun_story_from_heads_switched_off(monkeypatch):
+    from tfviz.paths import SHIPPED
+    from tfviz.zoo.causal import COREF_TEST
+
+    monkeypatch.delenv("TFVIZ_ZOO_DIR", raising=False)
+    at = open_page("findings")
+    assert "L0H0 above all" in text(at) and "Attention is not explanation" in text(at)
+    fig = chart(at, "find_coref_effect")
+    points = {n: y for t in fig["data"] for n, y in zip(t["text"], arr(t["y"]))}
+    # independently: pairwise accuracy (referent's logit above the other noun's) with L0H0 off
+    ck = load_checkpoint(SHIPPED / "coref.safetensors")
+    model = ck.model.eval()
+    exs = ck.build_task().examples("test")[:COREF_TEST]
+
+    def pairwise(off):
+        right = 0
+        for e in exs:
+            x = torch.tensor([e.tokens])
+            logits = zeroed(model, x, *off) if off else model(x)
+            lg = logits[0, e.meta["query_index"]]
+            c = e.meta["candidate_indices"]
+            right += lg[e.tokens[c[e.meta["referent"]]]] > lg[e.tokens[c[1 - e.meta["referent"]]]]
+        return right / len(exs)
+    with torch.no_grad():
+        base = pairwise(None)
+        assert points["L0H0"] == pytest.approx(pairwise((0, 0)) - base, abs=1e-9)
+        assert points["L1H1"] == pytest.approx(pairwise((1, 1)) - base, abs=1e-9) == 0
+    rerun(at, finding="Induction heads")
+    assert "redundant" in text(at) and "necessary" in text(at)

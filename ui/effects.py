@@ -21,6 +21,7 @@ from tfviz.analysis import effects as ef
 
 from . import cache
 from .figures import show
+from .models import locked
 from .widgets import column_pairs, metric_row
 
 VIEWS = ["Switch heads off", "Patch from another input", "Logit lens", "Attribution & circuits"]
@@ -33,18 +34,19 @@ def _store() -> tuple[OrderedDict, threading.Lock]:
     return OrderedDict(), threading.Lock()
 
 
-def computed(lm, key: tuple, compute, what: str):
-    """``compute(progress)`` once per (model, key) for the server, under the model's lock, with a
-    progress bar the first time; later calls (any session) read the stored result."""
+def computed(lm, key: tuple, compute, what: str, others=()):
+    """``compute(progress)`` once per (model, key) for the server, under the model's lock (and
+    those of ``others``, models it also reads), with a progress bar the first time; later calls
+    (any session) read the stored result."""
     store, lock = _store()
-    full = (*lm.key, *key)
+    full = (*lm.key, *(o.key for o in others), *key)
     with lock:
         if full in store:
             store.move_to_end(full)
             return store[full]
     bar = st.progress(0.0, text=f"{what}…")
     try:
-        with lm.lock:
+        with locked([lm, *others]):
             out = compute(lambda f, msg: bar.progress(min(1.0, f), text=f"{what}: {msg}"))
     finally:
         bar.empty()
@@ -210,6 +212,38 @@ def attribution(lm, inp, site, layer: int, head: int) -> None:
             show(fig, key)
     st.caption("Circuits over the input's own tokens (and the model's top predictions, up to 24), on the direct path (each token's embedding "
                "alone entering the head; positions and earlier layers left out — Elhage et al. 2021).")
+
+
+def findings_coref(lm) -> None:
+    """The Findings page's pronoun story, measured: head sets switched off on held-out and new
+    sentences (both metrics), pattern vs effect for every head (``tfviz.zoo.causal``)."""
+    from tfviz.zoo import causal as zc
+
+    d = computed(lm, ("findings_coref",), lambda p: zc.coref_effects(lm.model, cache.task_of(lm)),
+                 "Switching heads off on 492 sentences")
+    st.markdown(zc.coref_story(d))
+    h = d["heads"]
+    pick = "picks the referent over the other noun"
+    c1, c2 = column_pairs(2)
+    with c1:
+        show(cache.figure(viz.pattern_vs_effect, list(h["name"]), h[pick].to_numpy(),
+                          h["Δ pairwise accuracy"].to_numpy(), pattern_name=pick, metric="pairwise accuracy",
+                          cut=zc.PATTERN_CUT, title="Pattern vs effect (live)"), "find_coref_effect", data=h)
+    with c2:
+        st.dataframe(d["sets"].round(3), hide_index=True, key="find_coref_sets")
+        st.dataframe(zc.disagreements(h).round(3), hide_index=True, key="find_coref_disagree")
+
+
+def findings_induction(m2, m1) -> None:
+    """The Findings page's induction heads switched off: the previous-token head, each, every
+    pair and all of the last layer's heads; the 1-layer model's (``tfviz.zoo.causal``)."""
+    from tfviz.zoo import causal as zc
+
+    n = int(m2.ckpt.task["n_symbols"])
+    i = computed(m2, ("findings_induction",), lambda p: zc.induction_effects(m2.model, m1.model, n),
+                 "Switching heads off", others=[m1])
+    st.markdown(zc.induction_story(i))
+    st.dataframe(i["sets"].round(3), hide_index=True, key="find_ind_sets")
 
 
 def render(lm, inp, site, layer: int, head: int) -> None:
