@@ -149,3 +149,17 @@ def test_findings_page_tells_the_pronoun_story_from_heads_switched_off(monkeypat
         assert points["L1H1"] == pytest.approx(pairwise((1, 1)) - base, abs=1e-9) == 0
     rerun(at, finding="Induction heads")
     assert "redundant" in text(at) and "necessary" in text(at)
+
+
+@pytest.mark.parametrize("name, sites", [("tiny-translate", ("encoder self-attention", "cross-attention")),
+                                         ("tiny-mlm", (None,))])
+def test_encoder_decoder_and_encoder_every_view_runs(tiny_zoo, name, sites):
+    at = open_page("attention", tiny_zoo[name], att_tab="Effects")
+    cfg = load_checkpoint(tiny_zoo[name]).config
+    for site in sites:
+        if site is not None:
+            rerun(at, att_site=site)
+        assert heatmap_z(chart(at, "eff_heatmap")).shape == (cfg.n_layers, cfg.n_heads)
+    for view in ("Patch from another input", "Logit lens", "Attribution & circuits"):
+        rerun(at, eff_view=view)
+    assert not at.error, [e.value for e in at.error]
