@@ -34,6 +34,7 @@ PATTERN_CUT = THRESHOLDS["antecedent_max"]            # the antecedent label's c
 KEEPS = 0.98        # pairwise accuracy at least this: "still prefers the referent"
 MATTERS = 0.5       # a rise of the repeat loss by more than this many nats: the head matters
 VOCAB, PAIR = "whole-vocabulary accuracy", "pairwise accuracy"
+CATEGORY = "top word: a noun of the referent's category"
 LOSS = "loss on the repeat"
 
 
@@ -54,6 +55,8 @@ def coref_effects(model, task, n_test: int = COREF_TEST, n_fresh: int = COREF_FR
     "effect_heads", "n": {data: sentences}}."""
     data = {"held-out": task.examples("test")[:n_test], "fresh": task.fresh_examples(n_fresh, seed)}
     probes = {k: coref_probe(v) for k, v in data.items()}
+    for k, probe in probes.items():  # which of the task's categories the top word is a noun of
+        probe.metrics[CATEGORY] = _category_metric(data[k], task.tokenizer)
     heads = head_effects(model, probes["held-out"])
     pick = "picks the referent over the other noun"
     pattern_heads = list(heads[heads[pick] > PATTERN_CUT].sort_values(pick, ascending=False)["name"])
@@ -72,10 +75,29 @@ def coref_effects(model, task, n_test: int = COREF_TEST, n_fresh: int = COREF_FR
         df = set_effects(model, probe, {k: _sites(v) for k, v in sets.items()})
         df.insert(1, "sentences", f"{name} ({len(data[name])})")
         frames.append(df)
-    out = pd.concat(frames, ignore_index=True)[["heads off", "sentences", VOCAB, PAIR, "P(referent)"]]
+    out = pd.concat(frames, ignore_index=True)[["heads off", "sentences", VOCAB, PAIR, CATEGORY, "P(referent)"]]
     return {"heads": heads, "sets": out, "pattern_heads": pattern_heads,
             "effect_heads": effect_heads, "set_members": sets,
             "n": {k: len(v) for k, v in data.items()}}
+
+
+def _category_metric(examples, tokenizer):
+    """f(logits): the share of sentences whose top word at the final pronoun is one of the nouns
+    of the referent's category (``tfviz.tasks.coref.CATEGORIES``), whichever noun it is."""
+    import torch
+
+    from ..tasks.coref import CATEGORIES
+    ids = {c: [tokenizer.token_to_id(n) for n in nouns] for c, (nouns, _, _) in CATEGORIES.items()}
+    mask = torch.zeros(len(examples), tokenizer.vocab_size, dtype=torch.bool)
+    for i, e in enumerate(examples):
+        mask[i, ids[e.meta["category"]]] = True
+    q = torch.tensor([e.meta["query_index"] for e in examples])
+
+    def f(logits):
+        rows = torch.arange(logits.shape[0])
+        top = logits[rows, q.to(logits.device)].argmax(-1).cpu()
+        return mask[rows.cpu(), top].float().mean()
+    return f
 
 
 def _row(d: dict, name: str, data: str) -> pd.Series:
@@ -94,7 +116,8 @@ def coref_checks(d: dict) -> dict[str, bool]:
     (pairwise >= KEEPS, held-out and fresh); pattern_moves_output: the whole-vocabulary accuracy
     falls by at least 5 points with them off; choice_elsewhere: the head whose removal hurts the
     choice most is not a pattern head and sits in an earlier layer; choice_needs_it: without it
-    the pairwise accuracy is below KEEPS on both."""
+    the pairwise accuracy is below KEEPS on both; category_before_last_layer: with the whole last
+    layer off the top word is still a noun of the referent's category (>= KEEPS, both)."""
     ph, eh = d["pattern_heads"], d["effect_heads"][0]
     if not ph:
         return {"pattern_heads": False}
@@ -105,7 +128,12 @@ def coref_checks(d: dict) -> dict[str, bool]:
         "pattern_moves_output": all(_row(d, all_p, k)[VOCAB] <= 0.95 for k in ("held-out", "fresh")),
         "choice_elsewhere": eh not in ph and layer(eh) < min(layer(n) for n in ph),
         "choice_needs_it": all(_row(d, eh, k)[PAIR] < KEEPS for k in ("held-out", "fresh")),
+        "category_before_last_layer": all(_row(d, _last(d), k)[CATEGORY] >= KEEPS for k in ("held-out", "fresh")),
     }
+
+
+def _last(d: dict) -> str:
+    return next(k for k in d["set_members"] if k.startswith("all of layer"))
 
 
 def disagreements(heads: pd.DataFrame) -> pd.DataFrame:
@@ -144,9 +172,11 @@ def coref_story(d: dict) -> str:
         out.append(f"With {name} off the model still prefers the referent to the other noun in "
                    f"{r} of sentences, but the referent is the top word over the whole vocabulary "
                    f"in only {_span(d, name, VOCAB)}.")
-    last = next(k for k in d["set_members"] if k.startswith("all of layer"))
+    last = _last(d)
     out.append(f"With {last} off: pairwise {_span(d, last, PAIR)}, whole vocabulary "
-               f"{_span(d, last, VOCAB)}.")
+               f"{_span(d, last, VOCAB)} — yet the top word is a noun of the referent's category in "
+               f"{_span(d, last, CATEGORY)}" + (": what is left knows the kind of thing the pronoun "
+               "refers to, not yet which noun of that kind the sentence names." if c["category_before_last_layer"] else "."))
     e1, e2 = eh[0], _heads(eh)
     out.append(f"The choice between the two nouns depends most on {e1} (its pattern picks the "
                f"referent in {100 * heads.loc[e1, pick]:.0f}% of sentences): switched off, the "
@@ -242,7 +272,7 @@ def _table(df: pd.DataFrame, cols, pct=()) -> list[str]:
 def coref_markdown(d: dict) -> str:
     lines = [SECTION, "", coref_story(d).replace("**", ""), "",
              "Head sets switched off (zeroed outputs), both metrics:", ""]
-    lines += _table(d["sets"], ["heads off", "sentences", VOCAB, PAIR], pct=(VOCAB, PAIR))
+    lines += _table(d["sets"], ["heads off", "sentences", VOCAB, PAIR, CATEGORY], pct=(VOCAB, PAIR, CATEGORY))
     lines += ["", "Every head, pattern vs effect (held-out sentences):", ""]
     h = d["heads"]
     lines += _table(h, ["name", "picks the referent over the other noun", "weight on the referent",
