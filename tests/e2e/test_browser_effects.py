@@ -25,9 +25,9 @@ def test_effect_heatmap(page, open_page, timings) -> None:
     heatmap = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text="each head off")).first
     layout = plot_layout(heatmap)
     assert layout["svg"]["left"] <= layout["title"]["left"] <= layout["title"]["right"] <= layout["svg"]["right"]
-    box = heatmap.locator("svg.main-svg").first.bounding_box()
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    expect(page.locator(".hoverlayer").get_by_text("unchanged").first).to_be_visible()  # exact values
+    heatmap.scroll_into_view_if_needed()
+    heatmap.locator(".nsewdrag").first.hover()  # the plot area's centre: a cell's hover
+    expect(heatmap.locator(".hoverlayer").get_by_text("unchanged").first).to_be_visible()  # exact values
     expect(page.get_by_text("Pattern vs effect").first).to_be_visible()
     expect(page.get_by_text("Switching L0H0 off").first).to_be_attached()
 
