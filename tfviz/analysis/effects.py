@@ -261,10 +261,10 @@ def head_sentence(df: pd.DataFrame, layer: int, head: int) -> str:
     name, m = f"L{layer}H{head}", df.attrs["headline"]
     base = df.attrs["baseline"][m]
     row = df[(df["layer"] == layer) & (df["head"] == head)].iloc[0]
-    out = [f"Switching **{name}** off ({df.attrs['mode']}) changes {m} from {base:.4g} to "
-           f"{row[m]:.4g} ({row[f'Δ {m}']:+.3g})."]
-    for col in df.attrs.get("pattern", []):
-        out.append(f"Its pattern: {col} {row[col]:.2f}.")
+    out = [f"Switching **{name}** off ({df.attrs['mode']}) changes {m} from {base:.5g} to "
+           f"{row[m]:.5g} ({row[f'Δ {m}']:+.3g})."]
+    if df.attrs.get("pattern"):
+        out.append("Its pattern: " + ", ".join(f"{c} {row[c]:.2f}" for c in df.attrs["pattern"]) + ".")
     worst = df.loc[(df[f"Δ {m}"] * (1 if df.attrs["higher"] else -1)).idxmin()]
     if worst["name"] != name:
         out.append(f"The head whose removal hurts most is **{worst['name']}** ({worst[f'Δ {m}']:+.3g})"
