@@ -52,6 +52,16 @@ def test_heads_off_patch_lens_and_attribution_on_a_pronoun_model(tiny_zoo):
     assert chart(at, "eff_scatter")["data"]  # pattern vs effect beside it
     rerun(at, eff_data="task")
     assert heatmap_z(chart(at, "eff_heatmap")).shape == (2, 4)
+    rerun(at, eff_data="input", eff_set="L0H1+L1H2")  # a set of heads off together
+    table = next(d.value for d in at.dataframe if "heads off" in d.value.columns)
+    mod = dict(model.named_modules())["stack.blocks.1.attn.hook_z"]
+    h = mod.register_forward_hook(lambda m, i, z: torch.cat([z[:, :, :2], 0 * z[:, :, 2:3], z[:, :, 3:]], 2))
+    try:
+        both = zeroed(model, x, 0, 1)[0, q].softmax(-1)[ref].item()
+    finally:
+        h.remove()
+    assert list(table["heads off"]) == ["none", "L0H1+L1H2"]
+    assert table["P(referent)"].iloc[1] == pytest.approx(both, abs=5.1e-5)  # shown to 4 decimals
 
     # patching: the changed position, entering layer 0, is the only difference: it restores all
     word = ck.tokenizer.tokens_of([ex.tokens[2]])[0]

@@ -18,6 +18,7 @@ import streamlit as st
 from tfviz import viz
 from tfviz.analysis import attribution as at
 from tfviz.analysis import effects as ef
+from tfviz.analysis import interventions as iv
 
 from . import cache
 from .figures import show
@@ -97,6 +98,18 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
         with col:
             show(fig, key, data=df)
     st.dataframe(df.drop(columns=["layer", "head"]).round(4), hide_index=True, key="eff_table")
+    together = st.text_input("Switch several heads off together", key="eff_set",
+                             placeholder="e.g. L1H1+L1H3, or L1 for a whole layer",
+                             help="Heads as L{layer}H{head} joined by +; a layer alone (L1) is all its heads.")
+    if together.strip():
+        try:
+            sites = iv.parse_heads(lm.model, together, site.stack, site.attention)
+        except ValueError as e:
+            return st.info(str(e))
+        sets = computed(lm, ("set", data, site.label, inp.key if data == "input" else None, together),
+                        lambda p: ef.set_effects(lm.model, _probe(lm, inp, data), {together: sites}),
+                        "Switching them off")
+        st.dataframe(sets.round(4), hide_index=True, key="eff_set_table")
     st.caption("Switched off = the head's output (its slice of `attn.hook_z`, before W_O mixes the "
                "heads) set to zero for the whole input. A pattern says where a head looks; only "
                "switching it off says whether the answer depends on it.")

@@ -109,7 +109,7 @@ def resid(layer: int, pos: int, where: str = "hook_resid_pre", stack: str = "") 
 _HEADS = re.compile(r"^L(\d+)(?:H(\d+))?$")
 
 
-def parse_heads(model, text: str, stack: str = "") -> list[Site]:
+def parse_heads(model, text: str, stack: str = "", attention: str = "attn") -> list[Site]:
     """"L1H1+L1H3" -> those heads; "L1" -> every head of layer 1; "" -> none. ValueError for a
     head or layer the model does not have."""
     cfg, out = model.config, []
@@ -121,7 +121,7 @@ def parse_heads(model, text: str, stack: str = "") -> list[Site]:
         hs = range(cfg.n_heads) if m[2] is None else [int(m[2])]
         if layer >= cfg.n_layers or any(h >= cfg.n_heads for h in hs):
             raise ValueError(f"{part!r}: the model has {cfg.n_layers} layers of {cfg.n_heads} heads")
-        out += [head(layer, h, stack) for h in hs]
+        out += [head(layer, h, stack, attention) for h in hs]
     return out
 
 
