@@ -50,8 +50,10 @@ def test_heads_off_patch_lens_and_attribution_on_a_pronoun_model(tiny_zoo):
         assert z[layer, head] == pytest.approx(off - base, abs=1e-5)
     assert "Switching **L1H2** off" in text(at)
     assert chart(at, "eff_scatter")["data"]  # pattern vs effect beside it
-    rerun(at, eff_data="task")
-    assert heatmap_z(chart(at, "eff_heatmap")).shape == (2, 4)
+    rerun(at, eff_data="task", eff_metric="pairwise accuracy", eff_pattern="weight on the referent")
+    fig = chart(at, "eff_heatmap")
+    assert heatmap_z(fig).shape == (2, 4) and "pairwise accuracy" in fig["layout"]["title"]["text"]
+    assert "weight on the referent" in chart(at, "eff_scatter")["layout"]["xaxis"]["title"]["text"]
     rerun(at, eff_data="input", eff_set="L0H1+L1H2")  # a set of heads off together
     table = next(d.value for d in at.dataframe if "heads off" in d.value.columns)
     mod = dict(model.named_modules())["stack.blocks.1.attn.hook_z"]

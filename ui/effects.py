@@ -77,21 +77,24 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
     df = computed(lm, key, lambda p: ef.head_effects(lm.model, _probe(lm, inp, data), stack=site.stack,
                                                      attention=site.attention, progress=p),
                   f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off")
-    m = df.attrs["headline"]
+    metrics, pattern = list(df.attrs["baseline"]), df.attrs.get("pattern", [])
+    c1, c2 = st.columns(2)
+    m = c1.selectbox("Metric", metrics, key="eff_metric") if len(metrics) > 1 else metrics[0]
+    shown = c2.selectbox("Pattern score", pattern, key="eff_pattern") if len(pattern) > 1 else \
+        (pattern[0] if pattern else None)
+    higher = ef.higher_is_better(df, m)
     row = df[(df["layer"] == layer) & (df["head"] == head)].iloc[0]
-    pattern = df.attrs.get("pattern", [])
     metric_row((f"{m}, unchanged", f"{df.attrs['baseline'][m]:.4g}"),
                (f"L{layer}H{head} off", f"{row[m]:.4g}", dict(delta=f"{row[f'Δ {m}']:+.3g}", delta_color=(
-                   "normal" if df.attrs["higher"] else "inverse"))),
-               *[(f"pattern: {c}", f"{row[c]:.2f}") for c in pattern[:1]])
+                   "normal" if higher else "inverse"))),
+               *([(f"pattern: {shown}", f"{row[shown]:.2f}")] if shown else []))
     st.markdown(ef.head_sentence(df, layer, head))
-    grid = ef.headline_grid(df)
-    figs = [(cache.figure(viz.effect_heatmap, grid, metric=m, baseline=df.attrs["baseline"][m],
-                          higher=df.attrs["higher"], selected=(layer, head),
+    figs = [(cache.figure(viz.effect_heatmap, ef.headline_grid(df, f"Δ {m}"), metric=m,
+                          baseline=df.attrs["baseline"][m], higher=higher, selected=(layer, head),
                           title=f"{site.label}: each head off → Δ {m}"), "eff_heatmap")]
-    if pattern:
-        figs.append((cache.figure(viz.pattern_vs_effect, list(df["name"]), df[pattern[-1]].to_numpy(),
-                                  df[f"Δ {m}"].to_numpy(), pattern_name=pattern[-1], metric=m,
+    if shown:
+        figs.append((cache.figure(viz.pattern_vs_effect, list(df["name"]), df[shown].to_numpy(),
+                                  df[f"Δ {m}"].to_numpy(), pattern_name=shown, metric=m,
                                   title="Pattern vs effect: where each head looks, what removing it does"),
                      "eff_scatter"))
     for col, (fig, key) in zip(column_pairs(len(figs)), figs):

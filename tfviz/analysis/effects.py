@@ -275,6 +275,13 @@ def head_sentence(df: pd.DataFrame, layer: int, head: int) -> str:
     return " ".join(out)
 
 
+def higher_is_better(df: pd.DataFrame, metric: str) -> bool:
+    """Whether more of ``metric`` (a column of ``head_effects``) is better: the probe says so for
+    its headline; of the others, losses are better low, everything else (probabilities,
+    accuracies, logit differences) high."""
+    return bool(df.attrs["higher"]) if metric == df.attrs["headline"] else "loss" not in metric
+
+
 def headline_grid(df: pd.DataFrame, column: str | None = None) -> np.ndarray:
     """``head_effects``' column (default: the headline's change) as [layer, head]."""
     column = column or f"Δ {df.attrs['headline']}"
@@ -282,5 +289,5 @@ def headline_grid(df: pd.DataFrame, column: str | None = None) -> np.ndarray:
     return df[column].to_numpy(dtype=float).reshape(L, H)
 
 
-__all__ = ["Probe", "answer_probe", "coref_probe", "head_sentence", "input_probe", "patching", "head_effects", "headline_grid", "induction_repeat_probe",
+__all__ = ["Probe", "answer_probe", "coref_probe", "head_sentence", "higher_is_better", "input_probe", "patching", "head_effects", "headline_grid", "induction_repeat_probe",
            "lm_probe", "patterns", "repeat_sequences", "set_effects"]
