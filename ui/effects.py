@@ -143,8 +143,10 @@ def patch(lm, inp) -> None:
         return st.info("Type a word that is one token of this model's vocabulary.")
     corrupt = list(inp.ids)
     corrupt[pos] = ids
-    d = computed(lm, ("patch", inp.key, pos, ids),
-                 lambda p: ef.patching(lm.model, inp.ids, corrupt, progress=p), "Patching")
+    mask = getattr(lm.tokenizer, "mask_id", None)
+    at_pos = inp.ids.index(mask) if lm.config.arch == "encoder" and mask in inp.ids else -1  # an encoder's [MASK]
+    d = computed(lm, ("patch", inp.key, pos, ids, at_pos),
+                 lambda p: ef.patching(lm.model, inp.ids, corrupt, pos=at_pos, progress=p), "Patching")
     good, bad = lm.tokenizer.tokens_of([d["good"], d["bad"]])
     metric = f"logit '{good}' − '{bad}'"
     st.markdown(f"The clean input says **{good}**, the changed one (*{inp.tokens[pos]}* → *{word}*) "
