@@ -5,14 +5,14 @@ import streamlit as st
 
 from tfviz import viz
 from tfviz.analysis import explorer, labels_markdown, pronoun_probe
-from ui import cache
+from ui import cache, effects
 from ui.figures import npz_download, show
 from ui.inputs import model_input
 from ui.picker import current_model
 from ui.widgets import (forget_on_model_change, or_stop, query_picker, remember_table_heads,
                         site_layer_head)
 
-TABS = ["Heatmap", "All heads", "Lines", "Step-through", "Head roles", "Pronoun probe"]
+TABS = ["Heatmap", "All heads", "Lines", "Step-through", "Head roles", "Pronoun probe", "Effects"]
 MODEL_KEYS = ("att_site", "att_layer", "att_head", "att_query", "lines_query", "lines_orientation",
               "probe_source", "probe_query", "_att_seen_grid", "_att_seen_table", "_att_table_heads")
 
@@ -118,7 +118,7 @@ def probe() -> None:
 
 tabs = st.tabs(TABS, key="att_tab", on_change="rerun")
 for tab, render in zip(tabs, [lambda: heatmap("att_heatmap"), all_heads, lines, step_through,
-                              head_roles, probe]):
+                              head_roles, probe, lambda: effects.render(lm, inp, site, layer, head)]):
     if tab.open:
         with tab:
             render()

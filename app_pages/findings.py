@@ -12,7 +12,7 @@ from tfviz.viz import (compare_curves, cross_attention_alignment, extrapolation_
                        repeat_by_position)
 from tfviz.zoo import findings as zf
 from tfviz.zoo.measure import POS_TOKENS, pos_lengths
-from ui import cache
+from ui import cache, effects
 from ui.figures import show, side_by_side
 from ui.models import zoo_model
 from ui.widgets import metric_row, or_stop
@@ -50,6 +50,7 @@ if section == first and (m := zoo_model("coref")):
     metric_row(*zf.coref_metrics(claim, live))
     st.markdown(zf.coref_sentence(claim))
     st.markdown(zf.coref_roles(cache.head_table(m, explorer.sites(m.config)[0]), live))  # the explorer's table
+    effects.findings_coref(m)  # does the head the pattern shows matter? heads switched off
 
 elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_model("induction-1L")):
     contrast = zf.induction_contrast(cards["induction-2L"], cards["induction-1L"])
@@ -71,6 +72,7 @@ elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_m
     df = cache.induction_frame({"2 layers": m2, "1 layer": m1})
     show(cache.figure(head_score_bars, df, score, threshold=0.4, title=f"{score} score per head (live)"),
          key="find_ind_bars", data=df)
+    effects.findings_induction(m2, m1)
 
 elif section == positional:
     df = or_stop(lambda: zf.extrapolation_frame(cards, required=True), show=st.warning)

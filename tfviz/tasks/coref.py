@@ -155,6 +155,46 @@ class CorefTask(GeneratedTask):
             targets[query] = tok.token_to_id(order[referent])
         return Example(tokens, targets, text=text, meta=meta)
 
+    def fresh_examples(self, n: int, seed: int = 0) -> list[Example]:
+        """``n`` new sentences in this task's vocabulary and templates, none of them in any split
+        (any noun-attribute pair; seeded: the same ``seed`` gives the same sentences). For
+        re-measuring a claim on inputs the model and the card never saw."""
+        tok = self.tokenizer
+        known = {tuple(e.tokens) for split in ("train", "validation", "test") for e in self.examples(split)}
+        pairs = [(c, nn, a) for c, (ns, ps, xs) in CATEGORIES.items() for nn in ns for a in ps + xs]
+        sample = self._sampler(self.rng(f"fresh:{seed}"), pairs)
+        out, seen, tries = [], set(), 0
+        while len(out) < n:
+            tries += 1
+            if tries > 100 * n + 1000:
+                raise ValueError(f"could not draw {n} new coref sentences")
+            s = sample()
+            if s[1] in seen:
+                continue
+            seen.add(s[1])
+            ex = self._example(tok, *s)
+            if tuple(ex.tokens) not in known:
+                out.append(ex)
+        return out
+
+    def counterfactual(self, example: Example) -> tuple[list[int], str] | None:
+        """``example``'s tokens with the deciding word (predicate or part) replaced by one that
+        fits the *other* noun, so the referent flips while every other token stays -> (tokens,
+        the new word), or None when the example has no deciding word. For activation patching."""
+        meta = example.meta
+        at, ref = meta.get("attribute_index"), meta.get("referent")
+        if at is None or ref is None:
+            return None
+        other = example.tokens[meta["candidate_indices"][1 - ref]]
+        word = self.tokenizer.tokens_of([other])[0]
+        cat = next(c for c, (ns, _, _) in CATEGORIES.items() if word in ns)
+        is_part = meta["attribute"] in CATEGORIES[meta["category"]][2]
+        choices = CATEGORIES[cat][2 if is_part else 1]
+        new = choices[sum(example.tokens) % len(choices)]  # deterministic, varies by sentence
+        tokens = list(example.tokens)
+        tokens[at] = self.tokenizer.token_to_id(new)
+        return tokens, new
+
     def mission_sentences(self) -> list[Example]:
         """The two motivating sentences in this task's format. Sentence 1: "its" -> law
         (referent 0). Sentence 2: the final "it" is ambiguous (referent None, no target)."""

@@ -19,6 +19,8 @@ They never import torch or streamlit and never see a model: callers pass the rec
     compare        models side by side: loss / accuracy per position, head-role differences
     scores         per-head scores and paired measured numbers as bars
     induction      loss / accuracy on repeated tokens, position by position (2 layers vs 1)
+    effects        does a head matter: switching heads off, pattern vs effect, patching per
+                   position, logit lens, direct logit attribution, QK / OV circuits
     layers         attention across layers: raw per layer, rollout, flow (Abnar & Zuidema)
     cost           measured vs analytic time / memory, KV cache, generation speed
     theme, tiles, data   the one shared look, tiled heatmaps, figure -> DataFrame (CSV download)
@@ -31,6 +33,8 @@ from .compare import head_role_grid, position_curves
 from .cost import (analytic_figure, compact, cost_figure, kv_cache_figure, memory_figure,
                    speed_figure, time_figure)
 from .data import cosine_similarity, figure_data
+from .effects import (attribution_bars, circuit_heatmap, effect_heatmap, logit_lens_heatmap,
+                      pattern_vs_effect, position_effect_heatmap)
 from .export import Slide, figure_html, figure_title, slides_html
 from .embeddings import analogy_bars, embedding_map, one_hot_vs_learned
 from .generation import (generated_tokens_html, generation_attention, generation_frame,
@@ -54,16 +58,18 @@ __all__ = [
     "ATTENTION_SCALE", "DIVERGING_SCALE", "HEAD_COLOURS", "MAGNITUDE_SCALE", "Slide", "TEMPLATE",
     "figure_html", "figure_title", "slides_html",
     "across_layers_grid", "alibi_bias", "analogy_bars", "analytic_figure", "bag_of_words_bars",
-    "apply_theme", "compact", "compare_curves", "cost_figure", "cosine_similarity",
-    "cross_attention_alignment", "default_dims", "embedding_map",
+    "apply_theme", "attribution_bars", "circuit_heatmap", "compact", "compare_curves", "cost_figure", "cosine_similarity",
+    "cross_attention_alignment", "default_dims", "effect_heatmap", "embedding_map",
     "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
     "generation_frame", "grad_norm_heatmap", "head_heatmap", "head_role_grid", "head_score_bars",
     "heads_grid", "inputs_bar", "kv_cache_figure",
-    "kv_cache_growth", "layer_grad_norm_bars", "line_view", "logit_change_bars", "loss_curves",
+    "kv_cache_growth", "layer_grad_norm_bars", "line_view", "logit_change_bars", "logit_lens_heatmap",
+    "loss_curves",
     "mask_frame", "mask_grid",
     "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "one_hot_vs_learned",
-    "order_bars", "order_positions", "paired_bars", "pattern_frame",
-    "pe_matrix", "pe_waves", "position_curves", "position_similarity", "pronoun_probe",
+    "order_bars", "order_positions", "paired_bars", "pattern_frame", "pattern_vs_effect",
+    "pe_matrix", "pe_waves", "position_curves", "position_effect_heatmap", "position_similarity",
+    "pronoun_probe",
     "pronoun_probe_frame",
     "repeat_by_position",
     "rope_frequencies", "rope_pair_scores", "rope_relative_scores", "rope_rotation_animation",

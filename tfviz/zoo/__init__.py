@@ -4,6 +4,7 @@ and measured, never asserted.
     python -m tfviz.zoo build [--only NAME ...] [--out checkpoints] [--steps N]
     python -m tfviz.zoo evaluate [--dir checkpoints] [--only NAME ...]
     python -m tfviz.zoo list
+    python -m tfviz.zoo causal [--dir checkpoints]
 
 ``specs``     what is trained (task, model, training; fixed seeds, CPU, one thread)
 ``measure``   how each kind is measured, on a fixed sample (the card stores those numbers)
@@ -12,6 +13,7 @@ and measured, never asserted.
 ``cards``     reading cards back (header only) and writing them as text
 ``findings``  the claims (coref heads, induction contrast, positional ordering) as data, and live
               helpers for the Findings page
+``causal``    the head claims re-measured by switching heads off (``python -m tfviz.zoo causal``)
 """
 from .build import build, build_one, evaluate
 from .cards import headline, read_card, read_cards

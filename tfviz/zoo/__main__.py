@@ -1,4 +1,4 @@
-"""``python -m tfviz.zoo build | evaluate | list | why`` (see ``tfviz.zoo``, ``tfviz.zoo.why``)."""
+"""``python -m tfviz.zoo build | evaluate | list | why | causal`` (see ``tfviz.zoo``, ``tfviz.zoo.why``)."""
 from __future__ import annotations
 
 import argparse
@@ -23,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--dir", default=None, help="checkpoint folder (default: $TFVIZ_ZOO_DIR, else the repo's checkpoints/)")
     e.add_argument("--only", nargs="+", metavar="NAME")
     sub.add_parser("list", help="list the zoo models")
+    c = sub.add_parser("causal", help="switch the coref and induction models' heads off and write "
+                       "the cards' 'Does each head matter?' sections (no training)")
+    c.add_argument("--dir", default=None, help="checkpoint folder (default: $TFVIZ_ZOO_DIR, else the repo's checkpoints/)")
     w = sub.add_parser("why", help="train and measure the 'why attention' experiments (tfviz.zoo.why): "
                        "recall (RNN / LSTM / transformer) and the bottleneck (GRU with / without "
                        "attention / transformer)")
@@ -44,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
                 why.remeasure(args.only, args.out)
             else:
                 why.build(args.only, args.out, args.steps)
+            return 0
+        if args.command == "causal":
+            from .causal import write_sections
+            from ..paths import zoo_dir
+            write_sections(args.dir or zoo_dir())
             return 0
         if args.command == "build":
             build(args.only, args.out, args.steps)

@@ -83,6 +83,8 @@ def build(names=None, out: str | Path | None = None, steps: int | None = None,
     total = time.perf_counter() - t0
     log(f"built {len(cards)} model(s) in {total:.0f} s")
     write_readme(out, build_seconds=total if not names else None)
+    from .causal import write_sections  # the heads switched off: cards' and README's section
+    write_sections(out, log)
     return cards
 
 

@@ -161,7 +161,9 @@ def _norm(norm: str) -> ZooSpec:
 SPECS: tuple[ZooSpec, ...] = (
     ZooSpec("coref", "coref",
             "Decoder that resolves 'it'/'its' in the coreference task; shows which heads send "
-            "the pronoun to 'law' and to 'application' in the mission sentences.",
+            "the pronoun to 'law' and to 'application' in the mission sentences, and, with "
+            "heads switched off, that the heads whose attention lands on the referent are not the "
+            "ones that choose it.",
             task={"name": "coref", "seed": 0},
             model=dict(arch="decoder", pos="rope", n_layers=2, n_heads=4, d_model=64,
                        attn_only=True),

@@ -54,7 +54,10 @@ SOURCES: dict[str, str] = {
     "antecedent": "Coreference heads (Clark et al. 2019, 'What does BERT look at?', find heads "
                   "whose top attention from a pronoun/mention is its antecedent). Ours: argmax "
                   "over the candidate mentions on the referent in > 90% of coref examples, with "
-                  "at least 0.2 mean weight on the referent's mentions.",
+                  "at least 0.2 mean weight on the referent's mentions. A pattern, not a cause: "
+                  "whether the answer depends on the head is measured by switching it off "
+                  "(Attention explorer → Effects; the Findings page measures it for the shipped "
+                  "pronoun model).",
     "entropy_norm": "Diffuse: no rule fired and normalised entropy ≥ 0.8 (1 = uniform over the "
                     "visible keys); 0.8: ours.",
     "attribute": "Ours: a coreference model has to read the word that decides the referent (the "

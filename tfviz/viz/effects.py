@@ -1,0 +1,158 @@
+"""Does a head matter? Figures of interventions: the effect of switching each head off (a layer x
+head heatmap), pattern vs effect (where a head looks against what removing it does), patching
+per layer x position, the logit lens and direct logit attribution.
+
+Arrays in, figures out (no torch, no model): the numbers come from ``tfviz.analysis
+.interventions`` / ``effects`` / ``attribution``.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .theme import HEAD_COLOURS, apply_theme, attention_colour, cell_size, diverging_colour, show_token
+
+
+def _head_labels(L: int, H: int) -> tuple[list[str], list[str]]:
+    return [f"head {h}" for h in range(H)], [f"layer {l}" for l in range(L)]
+
+
+def effect_heatmap(change, *, metric: str, baseline: float, higher: bool = True,
+                   selected: tuple[int, int] | None = None, title: str | None = None):
+    """Layer x head: how ``metric`` changes when that head is switched off (``change`` [layer,
+    head] = metric with the head off - ``baseline``). Diverging colours centred on no change;
+    the hover gives the exact numbers. ``higher``: whether more of the metric is better (the
+    colour bar says which way is worse). ``selected`` (layer, head) is outlined."""
+    z = np.asarray(change, dtype=float)
+    L, H = z.shape
+    x, y = _head_labels(L, H)
+    worse = "lower" if higher else "higher"
+    text = [[f"L{l}H{h} off: {metric} {baseline + z[l, h]:.4g} (unchanged {baseline:.4g}), "
+             f"change {z[l, h]:+.4g}" for h in range(H)] for l in range(L)]
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, text=text, hovertemplate="%{text}<extra></extra>",
+                               name=f"change of {metric}", xgap=1, ygap=1,
+                               **diverging_colour(z, f"Δ {metric}")))
+    if selected is not None:
+        l, h = selected
+        fig.add_shape(type="rect", x0=h - 0.5, x1=h + 0.5, y0=l - 0.5, y1=l + 0.5,
+                      line=dict(color="#111827", width=3))
+    fig.update_yaxes(autorange="reversed", title=dict(text="layer"))
+    fig.update_xaxes(title=dict(text=f"head (switched off; {worse} = worse)"), side="bottom")
+    size = cell_size(max(L, H), lo=22, hi=44, target=520)
+    return apply_theme(fig, title=title or f"What switching each head off does to {metric}",
+                       height=max(260, 150 + size * L), width=max(420, 180 + size * H))
+
+
+def pattern_vs_effect(names: Sequence[str], pattern, change, *, pattern_name: str, metric: str,
+                      title: str | None = None, cut: float | None = None):
+    """One point per head: x = its pattern score (where it looks), y = the change of ``metric``
+    when it is switched off (what it does). Heads far right but on the zero line look at the
+    right place and change nothing; heads low on x far from zero do the work unseen."""
+    x, y = np.asarray(pattern, dtype=float), np.asarray(change, dtype=float)
+    layers = [int(m[1]) if (m := re.search(r"L(\d+)", n)) else 0 for n in names]
+    fig = go.Figure()
+    for layer in sorted(set(layers)):
+        idx = [i for i, l in enumerate(layers) if l == layer]
+        fig.add_trace(go.Scatter(
+            x=x[idx], y=y[idx], mode="markers+text", text=[names[i] for i in idx],
+            textposition="top center", name=f"layer {layer}",
+            marker=dict(size=12, color=HEAD_COLOURS[layer % len(HEAD_COLOURS)]),
+            hovertemplate=f"%{{text}}: {pattern_name} %{{x:.3f}}, Δ {metric} %{{y:+.4f}}<extra></extra>"))
+    fig.add_hline(y=0, line=dict(color="#6b7280", width=1))
+    if cut is not None:
+        fig.add_vline(x=cut, line=dict(dash="dash", color="#6b7280"),
+                      annotation_text=f"{cut:g}", annotation_position="top")
+    fig.update_xaxes(title=dict(text=f"pattern: {pattern_name}"))
+    fig.update_yaxes(title=dict(text=f"effect: Δ {metric} with the head off"))
+    fig.update_layout(legend=dict(orientation="h", y=-0.22))
+    return apply_theme(fig, title=title or "Pattern vs effect", height=440, width=720)
+
+
+def position_effect_heatmap(values, tokens: Sequence[str], *, metric: str, baseline: float,
+                            reference: float | None = None, title: str | None = None):
+    """Layer x position (activation patching): the metric when that layer's residual stream at
+    that position is taken from the other input. With ``reference`` (the metric on the other
+    input) the colour is the share of the way from ``baseline`` to it (0 = nothing moved, 1 = all
+    of it); without, the change itself."""
+    v = np.asarray(values, dtype=float)
+    L, T = v.shape
+    if reference is not None and abs(reference - baseline) > 1e-12:
+        z, bar = (v - baseline) / (reference - baseline), "share restored"
+    else:
+        z, bar = v - baseline, f"Δ {metric}"
+    labels = [f"{i} {show_token(t)}" for i, t in enumerate(tokens)]
+    text = [[f"layer {l}, pos {t} '{show_token(tokens[t])}': {metric} {v[l, t]:.4g} "
+             f"(unpatched {baseline:.4g}{'' if reference is None else f', other input {reference:.4g}'})"
+             for t in range(T)] for l in range(L)]
+    fig = go.Figure(go.Heatmap(z=z, x=labels, y=[f"layer {l}" for l in range(L)], text=text,
+                               hovertemplate="%{text}<extra></extra>", name=bar, xgap=1, ygap=1,
+                               **diverging_colour(z, bar, limit=1.0 if bar == "share restored" else None)))
+    fig.update_yaxes(autorange="reversed", title=dict(text="residual stream entering layer"))
+    fig.update_xaxes(title=dict(text="position"), type="category", tickangle=-45)
+    return apply_theme(fig, title=title or "Patching the residual stream, layer x position",
+                       height=max(280, 170 + 34 * L), width=max(520, 140 + 30 * T))
+
+
+def logit_lens_heatmap(probs, top_tokens, tokens: Sequence[str], *, track=None,
+                       track_name: str | None = None, title: str | None = None):
+    """The logit lens: rows = the residual stream after the embeddings and after each layer,
+    columns = positions; each cell shows the token that stream would predict next (``top_tokens``
+    [layer + 1, pos] strings) coloured by its probability (``probs``). With ``track`` [layer + 1,
+    pos], the colour is the probability of ``track_name`` (e.g. the model's final answer)."""
+    p = np.asarray(probs if track is None else track, dtype=float)
+    R, T = p.shape
+    rows = ["embeddings"] + [f"after layer {l}" for l in range(R - 1)]
+    cols = [f"{i} {show_token(t)}" for i, t in enumerate(tokens)]
+    what = "top token" if track is None else f"P({track_name})"
+    text = [[show_token(top_tokens[r][t]) for t in range(T)] for r in range(R)]
+    hover = [[f"{rows[r]}, pos {t} '{show_token(tokens[t])}': top '{show_token(top_tokens[r][t])}' "
+              f"p={float(np.asarray(probs)[r, t]):.4f}" + ("" if track is None else f", {what} {p[r, t]:.4f}")
+              for t in range(T)] for r in range(R)]
+    fig = go.Figure(go.Heatmap(z=p, x=cols, y=rows, text=text, texttemplate="%{text}",
+                               customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+                               name=what, xgap=1, ygap=1, **attention_colour(what if track is not None else "p(top)")))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title=dict(text="position (predicting the next token)"), type="category", tickangle=-45)
+    return apply_theme(fig, title=title or "Logit lens: what each layer would predict",
+                       height=max(280, 170 + 34 * R), width=max(560, 140 + 56 * T))
+
+
+def attribution_bars(parts: Sequence[str], values, *, total: float, good: str, bad: str,
+                     title: str | None = None):
+    """Direct logit attribution: one bar per writer (embeddings, each head, each MLP, biases),
+    its share of logit['good'] - logit['bad']; the bars add up to ``total`` (in the title)."""
+    v = np.asarray(values, dtype=float)
+    colours = [HEAD_COLOURS[0] if x >= 0 else HEAD_COLOURS[1] for x in v]
+    fig = go.Figure(go.Bar(x=list(parts), y=v, marker_color=colours, name="contribution",
+                           hovertemplate="%{x}: %{y:+.4f}<extra></extra>"))
+    fig.update_xaxes(type="category", title=dict(text="writer into the residual stream"))
+    fig.update_yaxes(title=dict(text=f"logit '{show_token(good)}' − logit '{show_token(bad)}'"))
+    return apply_theme(fig, title=title or f"Direct logit attribution (sum {total:+.3f})",
+                       height=400, width=max(560, 30 * len(v) + 160))
+
+
+def circuit_heatmap(matrix, rows: Sequence[str], cols: Sequence[str], *, kind: str,
+                    title: str | None = None):
+    """A head's QK (query token x key token: the score before softmax) or OV (attended token x
+    output token: the logit it adds) circuit over a small vocabulary."""
+    z = np.asarray(matrix, dtype=float)
+    ys, xs = [show_token(r) for r in rows], [show_token(c) for c in cols]
+    what = "score" if kind == "QK" else "logit added"
+    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, name=f"{kind} circuit",
+                               hovertemplate=f"%{{y}} → %{{x}}: {what} %{{z:.4f}}<extra></extra>",
+                               **diverging_colour(z, what)))
+    fig.update_yaxes(autorange="reversed", type="category",
+                     title=dict(text="query token" if kind == "QK" else "attended token"))
+    fig.update_xaxes(type="category", tickangle=-45,
+                     title=dict(text="key token" if kind == "QK" else "output token"))
+    n = max(len(rows), len(cols))
+    size = cell_size(n, lo=14, hi=36, target=520)
+    return apply_theme(fig, title=title or f"{kind} circuit", height=160 + size * len(rows),
+                       width=200 + size * len(cols))
+
+
+__all__ = ["attribution_bars", "circuit_heatmap", "effect_heatmap", "logit_lens_heatmap",
+           "pattern_vs_effect", "position_effect_heatmap"]

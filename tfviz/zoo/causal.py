@@ -1,0 +1,343 @@
+"""Does the head the pattern shows matter? The zoo's head claims re-measured by switching heads off,
+and the sentences that report them, written from the numbers (like ``why_story``).
+
+    d = coref_effects(model, task)             # head sets off: held-out and fresh sentences
+    coref_story(d)                             # the pronoun story, pattern vs effect, measured
+    i = induction_effects(model_2l, model_1l, n_symbols)
+    induction_story(i)
+    python -m tfviz.zoo causal                 # the "Does each head matter?" sections of the cards
+
+Which heads are tested is itself measured, never hand-picked: the pattern's heads (those whose
+attention picks the referent over the other noun in more than ``PATTERN_CUT`` of the sentences,
+the head-role table's antecedent rule), every head of the last layer, and the one and two heads
+whose removal hurts the choice between the two nouns most. Both metrics are reported: the task's
+own (the referent is the argmax over the whole vocabulary) and the pairwise one (the referent's
+logit above the other noun's): they answer different questions ("is the answer still said?" vs
+"is the right noun still chosen?").
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.effects import coref_probe, head_effects, induction_repeat_probe, repeat_sequences, set_effects
+from ..analysis.heads import THRESHOLDS
+from ..analysis.interventions import head
+
+COREF_TEST, COREF_FRESH, FRESH_SEED = 300, 192, 1      # the issue's sizes; tests draw other seeds
+REPEAT_HALF, REPEAT_BATCH, REPEAT_SEED = 40, 32, 0     # [BOS] r r, |r| = 40, 32 sequences
+PATTERN_CUT = THRESHOLDS["antecedent_max"]            # the antecedent label's cut-off (0.9)
+KEEPS = 0.98        # pairwise accuracy at least this: "still prefers the referent"
+MATTERS = 0.5       # a rise of the repeat loss by more than this many nats: the head matters
+VOCAB, PAIR = "whole-vocabulary accuracy", "pairwise accuracy"
+CATEGORY = "top word: a noun of the referent's category"
+LOSS = "loss on the repeat"
+
+
+def _heads(names) -> str:
+    return " + ".join(names)
+
+
+def _sites(names):
+    return [head(int(n[1:n.index("H")]), int(n[n.index("H") + 1:])) for n in names]
+
+
+# ------------------------------------------------------------------------------ coref
+def coref_effects(model, task, n_test: int = COREF_TEST, n_fresh: int = COREF_FRESH,
+                  seed: int = FRESH_SEED) -> dict:
+    """Heads switched off (zeroed slices of ``attn.hook_z``) on the first ``n_test`` test sentences
+    and ``n_fresh`` new ones (``CorefTask.fresh_examples(seed)``) -> {"heads": per head, pattern vs
+    effect (held-out), "sets": one row per (head set, data), "pattern_heads",
+    "effect_heads", "n": {data: sentences}}."""
+    data = {"held-out": task.examples("test")[:n_test], "fresh": task.fresh_examples(n_fresh, seed)}
+    probes = {k: coref_probe(v) for k, v in data.items()}
+    for k, probe in probes.items():  # which of the task's categories the top word is a noun of
+        probe.metrics[CATEGORY] = _category_metric(data[k], task.tokenizer)
+    heads = head_effects(model, probes["held-out"])
+    pick = "picks the referent over the other noun"
+    pattern_heads = list(heads[heads[pick] > PATTERN_CUT].sort_values(pick, ascending=False)["name"])
+    effect_heads = list(heads.sort_values([f"Δ {PAIR}", f"Δ {VOCAB}"])["name"][:2])
+    last = model.config.n_layers - 1
+    sets: dict[str, list] = {}
+    if pattern_heads:
+        sets[pattern_heads[0]] = pattern_heads[:1]
+        if len(pattern_heads) > 1:
+            sets[_heads(pattern_heads)] = pattern_heads
+    sets[f"all of layer {last}"] = [f"L{last}H{h}" for h in range(model.config.n_heads)]
+    sets[effect_heads[0]] = effect_heads[:1]
+    sets[_heads(effect_heads)] = effect_heads
+    frames = []
+    for name, probe in probes.items():
+        df = set_effects(model, probe, {k: _sites(v) for k, v in sets.items()})
+        df.insert(1, "sentences", f"{name} ({len(data[name])})")
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)[["heads off", "sentences", VOCAB, PAIR, CATEGORY, "P(referent)"]]
+    return {"heads": heads, "sets": out, "pattern_heads": pattern_heads,
+            "effect_heads": effect_heads, "set_members": sets,
+            "n": {k: len(v) for k, v in data.items()}}
+
+
+def _category_metric(examples, tokenizer):
+    """f(logits): the share of sentences whose top word at the final pronoun is one of the nouns
+    of the referent's category (``tfviz.tasks.coref.CATEGORIES``), whichever noun it is."""
+    import torch
+
+    from ..tasks.coref import CATEGORIES
+    ids = {c: [tokenizer.token_to_id(n) for n in nouns] for c, (nouns, _, _) in CATEGORIES.items()}
+    mask = torch.zeros(len(examples), tokenizer.vocab_size, dtype=torch.bool)
+    for i, e in enumerate(examples):
+        mask[i, ids[e.meta["category"]]] = True
+    q = torch.tensor([e.meta["query_index"] for e in examples])
+
+    def f(logits):
+        rows = torch.arange(logits.shape[0])
+        top = logits[rows, q.to(logits.device)].argmax(-1).cpu()
+        return mask[rows.cpu(), top].float().mean()
+    return f
+
+
+def _row(d: dict, name: str, data: str) -> pd.Series:
+    s = d["sets"]
+    return s[(s["heads off"] == name) & s["sentences"].str.startswith(data)].iloc[0]
+
+
+def _span(d: dict, name: str, col: str) -> str:
+    a, b = (100 * _row(d, name, k)[col] for k in ("held-out", "fresh"))
+    return f"{min(a, b):.0f}%" if round(a) == round(b) else f"{min(a, b):.0f}–{max(a, b):.0f}%"
+
+
+def coref_checks(d: dict) -> dict[str, bool]:
+    """The story's claims as booleans (tests re-measure them on fresh sentences):
+    pattern_keeps_choice: with the pattern's heads off the referent still beats the other noun
+    (pairwise >= KEEPS, held-out and fresh); pattern_moves_output: the whole-vocabulary accuracy
+    falls by at least 5 points with them off; choice_elsewhere: the head whose removal hurts the
+    choice most is not a pattern head and sits in an earlier layer; choice_needs_it: without it
+    the pairwise accuracy is below KEEPS on both; category_before_last_layer: with the whole last
+    layer off the top word is still a noun of the referent's category (>= KEEPS, both)."""
+    ph, eh = d["pattern_heads"], d["effect_heads"][0]
+    if not ph:
+        return {"pattern_heads": False}
+    all_p = _heads(ph) if len(ph) > 1 else ph[0]
+    layer = lambda n: int(n[1:n.index("H")])  # noqa: E731
+    return {
+        "pattern_keeps_choice": all(_row(d, all_p, k)[PAIR] >= KEEPS for k in ("held-out", "fresh")),
+        "pattern_moves_output": all(_row(d, all_p, k)[VOCAB] <= 0.95 for k in ("held-out", "fresh")),
+        "choice_elsewhere": eh not in ph and layer(eh) < min(layer(n) for n in ph),
+        "choice_needs_it": all(_row(d, eh, k)[PAIR] < KEEPS for k in ("held-out", "fresh")),
+        "category_before_last_layer": all(_row(d, _last(d), k)[CATEGORY] >= KEEPS for k in ("held-out", "fresh")),
+    }
+
+
+def _last(d: dict) -> str:
+    return next(k for k in d["set_members"] if k.startswith("all of layer"))
+
+
+def disagreements(heads: pd.DataFrame) -> pd.DataFrame:
+    """Where pattern and effect disagree: heads whose pattern picks the referent (> PATTERN_CUT)
+    while switching them off leaves the choice between the nouns (pairwise accuracy) within 1
+    point, and heads whose pattern is at chance (< 0.6) while switching them off costs the choice
+    more than 2 points."""
+    pick = heads["picks the referent over the other noun"]
+    dp = heads[f"Δ {PAIR}"]
+    out = heads[((pick > PATTERN_CUT) & (dp > -0.01)) | ((pick < 0.6) & (dp < -0.02))].copy()
+    out["disagreement"] = np.where(out["picks the referent over the other noun"] > PATTERN_CUT,
+                                   "looks at the referent, the choice does not need it",
+                                   "looks anywhere, the choice needs it")
+    return out[["name", "picks the referent over the other noun", "weight on the referent",
+                f"Δ {PAIR}", f"Δ {VOCAB}", "disagreement"]]
+
+
+def coref_story(d: dict) -> str:
+    """The pronoun story, written from ``coref_effects``' numbers."""
+    heads, ph, eh = d["heads"].set_index("name"), d["pattern_heads"], d["effect_heads"]
+    n = d["n"]
+    pick = "picks the referent over the other noun"
+    head_line = f"**Pattern vs effect (measured: heads switched off, {n['held-out']} held-out and " \
+                f"{n['fresh']} new sentences):** "
+    if not ph:
+        return head_line + ("no head's pattern picks the referent over the other noun in more than "
+                            f"{100 * PATTERN_CUT:.0f}% of the sentences.")
+    shares = " and ".join(f"{100 * heads.loc[h, pick]:.0f}%" for h in ph)
+    out = [head_line + f"the pattern points at {' and '.join(ph)}: from the final pronoun "
+           f"{'they pick' if len(ph) > 1 else 'it picks'} the referent over the other noun in "
+           f"{shares} of held-out sentences."]
+    c = coref_checks(d)
+    all_p = _heads(ph) if len(ph) > 1 else ph[0]
+    for name in dict.fromkeys([ph[0], all_p]):
+        r = _span(d, name, PAIR)
+        out.append(f"With {name} off the model still prefers the referent to the other noun in "
+                   f"{r} of sentences, but the referent is the top word over the whole vocabulary "
+                   f"in only {_span(d, name, VOCAB)}.")
+    last = _last(d)
+    out.append(f"With {last} off: pairwise {_span(d, last, PAIR)}, whole vocabulary "
+               f"{_span(d, last, VOCAB)} — yet the top word is a noun of the referent's category in "
+               f"{_span(d, last, CATEGORY)}" + (": what is left knows the kind of thing the pronoun "
+               "refers to, not yet which noun of that kind the sentence names." if c["category_before_last_layer"] else "."))
+    e1, e2 = eh[0], _heads(eh)
+    out.append(f"The choice between the two nouns depends most on {e1} (its pattern picks the "
+               f"referent in {100 * heads.loc[e1, pick]:.0f}% of sentences): switched off, the "
+               f"pairwise accuracy falls to {_span(d, e1, PAIR)}; with {e2} off, "
+               f"{_span(d, e2, PAIR)}.")
+    if c["pattern_keeps_choice"] and c["choice_elsewhere"]:
+        out.append(f"So the heads the pattern shows carry the already-chosen noun to the output; "
+                   f"the choice is made earlier, in layer {e1[1:e1.index('H')]} — {e1} above all. "
+                   "Attention is not explanation: where a head looks does not say whether the "
+                   "answer depends on it.")
+    else:
+        out.append("Here pattern and effect agree on which heads matter.")
+    return " ".join(out)
+
+
+# ------------------------------------------------------------------------------ induction
+def induction_effects(model_2l, model_1l, n_symbols: int, half: int = REPEAT_HALF,
+                      batch: int = REPEAT_BATCH, seed: int = REPEAT_SEED) -> dict:
+    """[BOS] r r (|r| = ``half``, ``batch`` fresh sequences, ``seed``) through both models with
+    heads off: per head (pattern vs effect) for each, and head sets of the 2-layer model: its
+    strongest previous-token head, each single, each pair and all of the last layer's heads."""
+    tokens = repeat_sequences(7 + n_symbols, half, batch, seed)
+    probe = induction_repeat_probe(tokens)
+    two, one = head_effects(model_2l, probe), head_effects(model_1l, probe)
+    first = two[two["layer"] == 0]
+    prev = first.sort_values("previous-token score", ascending=False)["name"].iloc[0]
+    last = model_2l.config.n_layers - 1
+    late = [f"L{last}H{h}" for h in range(model_2l.config.n_heads)]
+    sets = {prev: [prev]}
+    sets |= {h: [h] for h in late}
+    sets |= {_heads(p): list(p) for p in itertools.combinations(late, 2)}
+    sets[f"all of layer {last}"] = late
+    df = set_effects(model_2l, probe, {k: _sites(v) for k, v in sets.items()})
+    df.insert(1, "size", [0] + [len(v) for v in sets.values()])
+    return {"2L": two, "1L": one, "sets": df, "previous_token_head": prev, "late": late,
+            "chance": math.log(n_symbols), "half": half, "batch": batch, "seed": seed,
+            "baseline_1l": one.attrs["baseline"][LOSS]}
+
+
+def induction_checks(i: dict) -> dict[str, bool]:
+    """previous_token_needed: without the previous-token head the repeat loss rises by more than
+    MATTERS nats; late_redundant: no single last-layer head raises it by more than MATTERS...;
+    late_together: ...but all of them together do; one_layer_none: no head of the 1-layer model
+    changes its repeat loss by more than MATTERS."""
+    s = i["sets"].set_index("heads off")[LOSS]
+    base = s["none"]
+    singles = [s[h] for h in i["late"]]
+    return {"previous_token_needed": s[i["previous_token_head"]] - base > MATTERS,
+            "late_redundant": max(singles) - base <= MATTERS,
+            "late_together": s[next(k for k in s.index if k.startswith("all of layer"))] - base > MATTERS,
+            "one_layer_none": bool((i["1L"][f"Δ {LOSS}"].abs() <= MATTERS).all())}
+
+
+def induction_story(i: dict) -> str:
+    """The induction story, written from ``induction_effects``' numbers."""
+    s = i["sets"]
+    by = s.set_index("heads off")[LOSS]
+    base, prev = by["none"], i["previous_token_head"]
+    singles = s[s["size"] == 1].iloc[1:]
+    pairs, whole = s[s["size"] == 2], s[s["size"] == len(i["late"])]
+    c = induction_checks(i)
+    pt = i["2L"].set_index("name").loc[prev, "previous-token score"]
+    out = [f"**Switching heads off (measured: [BOS] r r, |r| = {i['half']}, {i['batch']} fresh "
+           f"sequences, seed {i['seed']}):** the 2-layer model's loss on the repeat is {base:.3f} nats "
+           f"(chance {i['chance']:.2f})."]
+    out.append(f"Without the previous-token head {prev} (previous-token score {pt:.2f}) it is "
+               f"{by[prev]:.2f}" + (" — the head is necessary." if c["previous_token_needed"] else "."))
+    out.append(f"Without any one layer-{i['late'][0][1]} induction head: {singles[LOSS].min():.3f}–"
+               f"{singles[LOSS].max():.3f}; any two: {pairs[LOSS].min():.3f}–{pairs[LOSS].max():.3f}; "
+               f"all {len(i['late'])} together: {whole[LOSS].iloc[0]:.2f}.")
+    if c["late_redundant"] and c["late_together"]:
+        out.append("The circuit is real and redundant across the last layer: each induction head "
+                   "alone can be removed, not all of them.")
+    d1 = i["1L"][f"Δ {LOSS}"]
+    out.append(f"The 1-layer model's repeat loss is {i['baseline_1l']:.2f}; switching off any of its "
+               f"heads changes it by {d1.abs().max():.2f} nats at most"
+               + (" — no head matters, as there is no circuit to break." if c["one_layer_none"] else "."))
+    return " ".join(out)
+
+
+# ------------------------------------------------------------------------------ cards
+SECTION = "## Does each head matter? (measured)"
+
+
+def _table(df: pd.DataFrame, cols, pct=()) -> list[str]:
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in df[cols].itertuples(index=False):
+        lines.append("| " + " | ".join(f"{100 * v:.1f}%" if c in pct else (f"{v:.3f}" if isinstance(v, float) else str(v))
+                                       for c, v in zip(cols, r)) + " |")
+    return lines
+
+
+def coref_markdown(d: dict) -> str:
+    lines = [SECTION, "", coref_story(d).replace("**", ""), "",
+             "Head sets switched off (zeroed outputs), both metrics:", ""]
+    lines += _table(d["sets"], ["heads off", "sentences", VOCAB, PAIR, CATEGORY], pct=(VOCAB, PAIR, CATEGORY))
+    lines += ["", "Every head, pattern vs effect (held-out sentences):", ""]
+    h = d["heads"]
+    lines += _table(h, ["name", "picks the referent over the other noun", "weight on the referent",
+                        f"Δ {PAIR}", f"Δ {VOCAB}"])
+    lines += ["", "Re-measure with `python -m tfviz.zoo causal`; the Attention explorer's Effects tab "
+              "shows the same for any input.", ""]
+    return "\n".join(lines)
+
+
+def induction_markdown(i: dict, which: str) -> str:
+    lines = [SECTION, "", induction_story(i).replace("**", ""), ""]
+    if which == "2L":
+        lines += _table(i["sets"], ["heads off", LOSS, "accuracy on the repeat"], pct=("accuracy on the repeat",))
+        lines.append("")
+    lines += _table(i[which], ["name", "induction score", "previous-token score", f"Δ {LOSS}"])
+    lines += ["", "Re-measure with `python -m tfviz.zoo causal`.", ""]
+    return "\n".join(lines)
+
+
+def replace_section(text: str, section: str) -> str:
+    """``text`` with its ``SECTION`` (up to the next "## " heading) replaced by ``section``, or
+    with it added before "## Heads" (else at the end)."""
+    lines = text.rstrip("\n").split("\n")
+    if SECTION in lines:
+        start = lines.index(SECTION)
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines[start:end] = section.rstrip("\n").split("\n") + [""]
+    elif "## Heads" in lines:
+        at = lines.index("## Heads")
+        lines[at:at] = section.rstrip("\n").split("\n") + [""]
+    else:
+        lines += [""] + section.rstrip("\n").split("\n")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_sections(folder: str | Path, log=print) -> list[Path]:
+    """Measure the coref and induction models in ``folder`` and write their cards' "Does each head
+    matter?" section (NAME.md) and the README's. Models that are absent are skipped."""
+    from ..train.checkpoint import load_checkpoint
+    folder, written = Path(folder), []
+    path = lambda n: folder / f"{n}.safetensors"  # noqa: E731
+    sections = {}
+    if path("coref").is_file():
+        ck = load_checkpoint(path("coref"))
+        sections["coref"] = coref_markdown(coref_effects(ck.model.eval(), ck.shared_task()))
+    if path("induction-2L").is_file() and path("induction-1L").is_file():
+        two, one = load_checkpoint(path("induction-2L")), load_checkpoint(path("induction-1L"))
+        i = induction_effects(two.model.eval(), one.model.eval(), int(two.task["n_symbols"]))
+        sections["induction-2L"], sections["induction-1L"] = induction_markdown(i, "2L"), induction_markdown(i, "1L")
+    readme = [SECTION, ""]
+    for name, section in sections.items():
+        md = folder / f"{name}.md"
+        if md.is_file():
+            md.write_text(replace_section(md.read_text(), section))
+            written.append(md)
+            log(f"wrote {md}")
+        if name != "induction-1L":  # the story covers both induction models
+            readme += [f"### {name}", "", section.split("\n")[2], ""]
+    md = folder / "README.md"
+    if md.is_file() and sections:
+        md.write_text(replace_section(md.read_text(), "\n".join(readme)))
+        written.append(md)
+    return written
+
+
+__all__ = ["SECTION", "coref_checks", "coref_effects", "coref_markdown", "coref_story", "disagreements",
+           "induction_checks", "induction_effects", "induction_markdown", "induction_story",
+           "replace_section", "write_sections"]
