@@ -163,7 +163,7 @@ def test_sigkill_of_the_server_and_its_worker_then_a_restart_resumes_every_run(t
     queued (then trained), the interrupted one resumes from its last checkpoint and ends with
     exactly its number of steps; no temp file is left."""
     store = SqliteRunStore(tmp_path / "runs" / "runs.sqlite")
-    server, (short, long_, queued) = _server(tmp_path, [2, 3000, 6])
+    server, (short, long_, queued) = _server(tmp_path, [2, 800, 6])
     try:
         _wait(lambda: _done(store, short))
         before = store.get(short)
@@ -174,7 +174,7 @@ def test_sigkill_of_the_server_and_its_worker_then_a_restart_resumes_every_run(t
         os.kill(worker, signal.SIGKILL)  # its worker too: a run interrupted mid-training
         server.wait(30)
         killed_at = store.get(long_)["step"]
-        assert store.get(long_)["state"] == "running" and 0 < killed_at < 3000
+        assert store.get(long_)["state"] == "running" and 0 < killed_at < 800
         assert store.get(queued)["state"] == "queued"
     finally:
         server.kill()
@@ -182,13 +182,13 @@ def test_sigkill_of_the_server_and_its_worker_then_a_restart_resumes_every_run(t
     try:
         _wait(lambda: _done(store, queued))
         rec = store.get(long_)
-        assert rec["state"] == "done" and rec["step"] == 3000 and rec["attempts"] == 2
+        assert rec["state"] == "done" and rec["step"] == 800 and rec["attempts"] == 2
         steps = [h["step"] for h in rec["history"]]
-        assert steps == sorted(steps) and steps[-1] == 3000  # one curve, continued
+        assert steps == sorted(steps) and steps[-1] == 800  # one curve, continued
         assert store.get(short) == before  # the finished run, as it was
         from tfviz.train.checkpoint import load_checkpoint
 
-        assert load_checkpoint(rec["checkpoint"]).step == 3000
+        assert load_checkpoint(rec["checkpoint"]).step == 800
         assert not list(Path(rec["checkpoint"]).parent.glob(".*.tmp"))
     finally:
         server.kill()
