@@ -99,6 +99,20 @@ class Quota:
     usage: Callable[[], int]
 
 
+def sessions_usage() -> int:
+    """Bytes of every session's files together (``tfviz.paths.sessions_dir``)."""
+    from .. import paths, storage
+
+    root = paths.sessions_dir()
+    return storage.folder_bytes(root) if root.is_dir() else 0
+
+
+def session_quota() -> Quota:
+    """The class's quota: ``TFVIZ_DISK_QUOTA_MB`` over every session's files (published and
+    shipped models do not count); the store adds what is reserved."""
+    return Quota(limit=limits.disk_quota_bytes, usage=sessions_usage)
+
+
 @dataclass(frozen=True)
 class NewRun:
     """What ``RunStore.insert`` needs for one run."""
@@ -466,4 +480,4 @@ def new_run_id() -> str:
 
 
 __all__ = ["ACTIVE", "JobLimitError", "NewRun", "Quota", "QuotaError", "RunStore", "STATES",
-           "SqliteRunStore", "fair_order", "new_run_id", "open_store", "owner_limit_message", "quota_message"]
+           "SqliteRunStore", "fair_order", "new_run_id", "open_store", "session_quota", "sessions_usage", "owner_limit_message", "quota_message"]
