@@ -336,6 +336,20 @@ class SqliteRunStore:
         row = (db or self._db()).execute("SELECT value FROM settings WHERE key = 'slots'").fetchone()
         return int(row[0]) if row else limits.max_jobs()
 
+    def prepare_hints(self) -> list[dict]:
+        """Task specs a run may soon need (the Train page's chosen preset): idle workers generate
+        their examples ahead, so a Start goes straight to the first step."""
+        row = self._db().execute("SELECT value FROM settings WHERE key = 'prepare'").fetchone()
+        return json.loads(row[0]) if row else []
+
+    def hint_prepare(self, spec: dict, keep: int = 16) -> None:
+        if spec in self.prepare_hints():
+            return
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM settings WHERE key = 'prepare'").fetchone()
+            hints = [h for h in (json.loads(row[0]) if row else []) if h != spec][-(keep - 1):] + [spec]
+            db.execute("INSERT OR REPLACE INTO settings VALUES ('prepare', ?)", (json.dumps(hints),))
+
     # -- workers ---------------------------------------------------------------------------------
     def _requeue_dead(self, db) -> list[str]:
         """Runs whose worker stopped renewing its lease (killed, crashed, machine gone): back to
