@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -149,6 +150,20 @@ class RunStore(Protocol):
 
 def _now() -> float:
     return time.time()
+
+
+def _gone(worker: str | None) -> bool:
+    """A worker id ("host:pid:tag") of this machine whose process has ended."""
+    try:
+        host, pid, _ = (worker or "").split(":")
+        if host != socket.gethostname():
+            return False
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, PermissionError, OSError):
+        return False
+    return False
 
 
 def _decode(row: sqlite3.Row) -> dict[str, Any]:
@@ -352,10 +367,13 @@ class SqliteRunStore:
 
     # -- workers ---------------------------------------------------------------------------------
     def _requeue_dead(self, db) -> list[str]:
-        """Runs whose worker stopped renewing its lease (killed, crashed, machine gone): back to
+        """Runs whose worker stopped renewing its lease (killed, crashed, machine gone), or whose
+        worker process on this machine no longer exists (no need to wait for its lease): back to
         the queue, to resume from their last complete checkpoint."""
-        dead = [r["id"] for r in db.execute(
-            "SELECT id FROM runs WHERE state = 'running' AND lease < ?", (_now(),))]
+        now, dead = _now(), []
+        for r in db.execute("SELECT id, worker, lease FROM runs WHERE state = 'running'"):
+            if (r["lease"] or 0) < now or _gone(r["worker"]):
+                dead.append(r["id"])
         for run_id in dead:
             db.execute("UPDATE runs SET state = 'queued', worker = NULL, lease = NULL, "
                        "resume_from = checkpoint, message = 'interrupted (its worker stopped): it "
