@@ -5,7 +5,8 @@ For each quick (CPU) preset of the Train page (``--tasks``; ``--steps`` caps its
   direct    ``train()`` in this process, the task's examples built beforehand: wall time from
             building the model to the result;
   runs      the same run submitted to a ``RunManager`` with one warm worker that has generated the
-            task's examples (what the Train page's hint does while the student reads the form):
+            task's examples (what the Train page's hint does while the student reads the form;
+            here a 2-step run of the preset first makes sure of it):
             wall time from ``submit`` to the record saying "done", and to its first loss point;
   ratio     runs / direct (target <= 1.1).
 Then ``restart``: an app-server process (``ui.jobs.job_manager``) trains a long run, is killed
@@ -67,11 +68,10 @@ def direct(name: str, steps: int | None, folder: Path) -> float:
 
 def through_runs(manager, name: str, steps: int | None, folder: Path) -> tuple[float, float]:
     spec, task, mc, tc = _preset(name, steps)
-    manager.prepare(spec)
-    time.sleep(0.5)  # the worker's idle loop reads the hint (its examples: below, before timing)
-    deadline = time.monotonic() + 300
-    while spec not in manager.store.prepare_hints() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    manager.prepare(spec)  # as the Train page does while the student reads the form
+    warm = manager.get(manager.submit(mc, spec, tc.replace(steps=2, warmup=1, eval_every=1, snapshot_every=1),
+                                      owner="0123456789ab", checkpoint=folder / f"warm-{name}"))
+    warm.wait()  # the worker has this task's examples now (what the hint achieves given time)
     t0 = time.perf_counter()
     job = manager.get(manager.submit(mc, spec, tc, owner="0123456789ab",
                                      checkpoint=folder / f"runs-{name}", name=name))
