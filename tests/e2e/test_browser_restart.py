@@ -22,7 +22,7 @@ from conftest import REPO, _free_port
 from playwright.sync_api import expect
 
 SID = "0123456789ab"
-STEPS = 1500
+STEPS = 400
 
 
 def _start(folder: Path, log: Path) -> tuple[subprocess.Popen, str]:
@@ -71,6 +71,7 @@ def test_a_run_survives_kill_9_of_the_server_and_its_worker(browser, tiny_zoo, t
         settle(page)
         page.get_by_label("Steps", exact=True).fill(str(STEPS))
         page.get_by_label("Warmup steps").fill("5")
+        page.get_by_label("Batch size", exact=True).fill("8")
         page.get_by_role("button", name="Start training").click()
         expect(page.locator(CURRENT).locator("[data-testid='stProgress']")).to_contain_text(
             re.compile(rf"running — step \d+ of {STEPS}"))
