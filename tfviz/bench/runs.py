@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                                         env={**os.environ, "TFVIZ_CHECKPOINT_DIR": str(folder)})
         executor.start()
         manager = RunManager(store, executor, max_concurrent=1, torch_threads=1)
+        totals = []
         try:
             for name in args.tasks:
                 d = direct(name, args.steps, folder)
@@ -192,8 +193,16 @@ def main(argv: list[str] | None = None) -> int:
                 line = f"{name:10} {steps:>6} {d:>9.2f} {r:>8.2f} {r / d:>6.2f} {first:>13.2f}  {_load()}"
                 lines.append(line)
                 print(line, flush=True)
+                totals.append((d, r))
         finally:
             executor.shutdown()
+        if totals:
+            ratios = sorted(r / d for d, r in totals)
+            line = (f"all presets: direct {sum(d for d, _ in totals):.1f} s, runs {sum(r for _, r in totals):.1f} s, "
+                    f"ratio of the sums {sum(r for _, r in totals) / sum(d for d, _ in totals):.2f}, median ratio "
+                    f"{ratios[len(ratios) // 2]:.2f} (one preset's ratio swings with the load: see above)")
+            lines.append(line)
+            print(line, flush=True)
         if not args.no_restart:
             with tempfile.TemporaryDirectory() as tmp2:
                 res = restart(Path(tmp2))
