@@ -193,3 +193,28 @@ def test_sigkill_of_the_server_and_its_worker_then_a_restart_resumes_every_run(t
     finally:
         server.kill()
         server.wait(30)
+
+
+def test_a_session_holding_two_slots_pauses_its_newest_for_a_waiting_session(tmp_path):
+    """Real workers (threads here: the same ``worker.run_one``): A trains two runs on both slots;
+    B submits one; A's newest is checkpointed and queued again, B's trains; stopped, A's paused
+    run keeps its checkpoint to resume from."""
+    from tfviz.train.executor import ThreadExecutor
+
+    store = SqliteRunStore(tmp_path / "runs.sqlite", lease_s=10)
+    executor = ThreadExecutor(store.path, workers=2, idle_s=2.0)
+    runs = RunManager(store, executor, max_concurrent=2)
+    try:
+        a1, a2 = (runs.submit(CFG, TASK, tc(100_000), owner="a", checkpoint=tmp_path / f"a{i}")
+                  for i in (1, 2))
+        _wait(lambda: store.get(a1)["state"] == store.get(a2)["state"] == "running"
+              and store.get(a2)["step"] > 0)
+        b1 = runs.submit(CFG, TASK, tc(100_000), owner="b", checkpoint=tmp_path / "b1")
+        _wait(lambda: store.get(b1)["state"] == "running")
+        rec = store.get(a2)
+        assert store.get(a1)["state"] == "running" and rec["state"] == "queued"
+        assert "paused to give another session's waiting run a slot" in rec["message"]
+        assert rec["resume_from"] and Path(rec["resume_from"]).is_file() and rec["step"] > 0
+    finally:
+        runs.shutdown(60)
+        executor.shutdown()
