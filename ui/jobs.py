@@ -32,7 +32,10 @@ def job_manager():
                 threading.Thread(target=old.executor.shutdown, daemon=True).start()
             _MANAGERS.clear()
             manager = _MANAGERS[db] = _new_manager(db)
-        return manager
+    warm = getattr(manager.executor, "start", None)  # an executor without a pool has none
+    if warm is not None:
+        warm()  # a warm worker while pages are used (an idle one exits after a while)
+    return manager
 
 
 def _new_manager(db: str):

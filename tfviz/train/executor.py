@@ -5,6 +5,7 @@ store (``tfviz.train.store``). The web server never trains.
         submit(run_id)   a run was queued: make sure a worker will claim it
         cancel(run_id)   a run was asked to stop (the store already says so; a worker reads it)
         alive()          the workers alive now (ids)
+        start()          keep a worker warm, so a Start goes to its first step at once (optional)
         shutdown()       stop this executor's workers (a running run is paused: checkpointed, queued again)
 
 ``LocalProcessExecutor`` (the default): up to ``workers`` processes ``python -m tfviz worker``
@@ -29,6 +30,7 @@ from .. import paths
 
 
 class Executor(Protocol):
+    def start(self) -> None: ...  # keep a worker warm (an executor without a pool: nothing)
     def submit(self, run_id: str) -> None: ...
     def cancel(self, run_id: str) -> None: ...
     def alive(self) -> list[str]: ...
@@ -110,7 +112,7 @@ class ThreadExecutor:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
 
-    def submit(self, run_id: str) -> None:
+    def submit(self, run_id: str = "") -> None:
         from .worker import serve
 
         with self._lock:
