@@ -62,8 +62,11 @@ def prepare(pre) -> threading.Thread:
     """Generate the preset task's examples in a background thread (once per server) while the
     student reads the form, so that Start goes straight to the first step: building the coref
     task took 8.5 s at load average 12, all of it before the first loss point. A Start pressed
-    sooner waits for the same build (tasks build once, under a lock)."""
-    return _preparing(json.dumps({"name": pre.task, **pre.task_params}, sort_keys=True))
+    sooner waits for the same build (tasks build once, under a lock). The run store's idle
+    workers are asked to build it too (they train it, in their own processes)."""
+    spec = {"name": pre.task, **pre.task_params}
+    job_manager().prepare(spec)
+    return _preparing(json.dumps(spec, sort_keys=True))
 
 
 FORM_KEYS = ("task", "kind", "preset", "arch", "pos", "d_model", "n_layers", "n_heads", "attn_kind",
@@ -167,12 +170,10 @@ def unique_name(name: str) -> str:
 def submit(task, model_config, train_config, name: str, init: str | None = None) -> str:
     """Start a job of this session; ValueError (JobLimitError, BudgetError, QuotaError) when the
     server's limits refuse it, with the reason. ``init``: fine-tune the model of that folder
-    (``ui.finetune``; ``model_config`` is its config, for the estimates)."""
-    from tfviz.classroom.disk import check_room
-    from tfviz.train.budget import estimate
+    (``ui.finetune``; ``model_config`` is its config, for the estimates). Its checkpoint's
+    estimate is reserved in the disk ledger as it is queued (``tfviz.train.store``)."""
     from ui.session import session_id
 
-    check_room(estimate(model_config, train_config).checkpoint, "this training's checkpoint")
     name = unique_name(name)
     return job_manager().submit(model_config, task, train_config, owner=session_id(), name=name,
                                 checkpoint=trained_dir() / f"{name}.safetensors", init=init)
@@ -231,7 +232,9 @@ def jobs_table(jobs, owners: bool = False):
     for j in reversed(jobs):
         s = j.snapshot()
         acc = last(s.history, "val_accuracy")
-        rows.append({"run": s.name, "task": getattr(j.spec["task"], "name", str(j.spec["task"])),
+        task = j.spec["task"]
+        rows.append({"run": s.name, "task": task.get("name", "?") if isinstance(task, dict)
+                     else getattr(task, "name", str(task)),
                      "state": status(s), "progress": s.step / max(s.total_steps, 1),
                      "val acc": None if acc is None else round(acc, 3)})
         if owners:
@@ -331,4 +334,6 @@ def pattern_kinds(snapshot) -> dict[str, str]:
         label = ("cross-attention (decoder → source)" if where.attention == "cross_attn" else
                  f"{where.stack} self-attention" if where.stack else "self-attention")
         out.setdefault(label, where.template)
-    return out
+    # the order a reader meets them (a checkpoint stores the names sorted): encoder, decoder, cross
+    rank = {"encoder self-attention": 0, "decoder self-attention": 1, "self-attention": 1}
+    return dict(sorted(out.items(), key=lambda kv: rank.get(kv[0], 2)))
