@@ -1,0 +1,335 @@
+"""Runs on a Ray cluster (``TFVIZ_RAY_ADDRESS``): the run store lives in the cluster, runs train in
+Ray tasks, checkpoints go to the folder every node shares (``TFVIZ_CHECKPOINT_DIR``).
+
+    store, executor = connect("auto", open_folder=from_pretrained)      # once per app server
+    runs = RunManager(store, executor, max_concurrent=executor.capacity(), ...)
+
+Each piece is one of ``tfviz.train``'s own interfaces over Ray, so the pages, ``RunManager`` and
+the worker's ``run_one`` are the same code as on one machine:
+
+* ``StoreActor``: a named, detached actor ("tfviz-runs" in namespace "tfviz") that holds the
+  ordinary ``SqliteRunStore`` on the local disk of the Ray head node (``TFVIZ_RAY_STORE_DIR``,
+  default ``~/.local/share/tfviz/ray``): the same transactions (a run and its quota reservation
+  inserted at once), the same fair queue, the teacher's move-to-front. Every app server finds it
+  by name (``get_if_exists``), so two servers pointed at the cluster show the same runs. Only this
+  actor opens the file, on its own node's disk: SQLite never runs over a network filesystem (the
+  actor refuses a store folder on one).
+* ``RayRunStore``: the ``RunStore`` protocol in an app server or a Ray task: every call is one
+  round trip to the actor (its exceptions, e.g. ``QuotaError``, come back as themselves).
+* ``RayExecutor``: the ``Executor`` protocol. ``submit(run_id)`` asks the actor to make sure a Ray
+  task will claim the run. The actor, not the app server, submits the tasks: a task belongs to
+  the process that submitted it, and a detached actor outlives every app server, so a run
+  survives the server that started it (``kill -9`` included). Each task asks Ray for
+  ``num_cpus=1`` and ``num_gpus=1`` when the cluster has GPUs; Ray decides where and when it runs.
+  The store decides only *which* run a task that Ray started takes next (its fair queue: claim),
+  so the class's fairness rules hold on a cluster too.
+
+A task is a worker: it claims runs (``store.claim``) and trains them with
+``tfviz.train.worker.run_one`` until nothing is left to claim. ``run_one`` saves resumable
+checkpoints (every ``TFVIZ_CHECKPOINT_SECONDS``, on Stop, at the end) and renews the run's lease
+every second, reading Stop and the fair queue's "pause" from the store's answer. A task whose
+process or node died stops renewing; the actor's keeper (every ``KEEP_S``) puts such runs back in
+the queue (``requeue_dead``) and submits tasks for queued runs that have none, and the run resumes
+from its latest complete checkpoint (they are written atomically: a file on disk is complete).
+
+Ray is imported only here, and only when a cluster is asked for: one machine needs none of it.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import paths
+
+NAMESPACE = "tfviz"
+ACTOR = "tfviz-runs"
+KEEP_S = 2.0  # how often the actor re-queues runs of dead workers and tops up the tasks
+# The RunStore methods the actor serves (nothing else of the store object is reachable).
+STORE_METHODS = frozenset({
+    "insert", "get", "list", "queue_order", "claim", "renew", "progress", "finish", "requeue",
+    "request_stop", "move_to_front", "set_slots", "slots", "reserve", "release", "reserved",
+    "remove", "requeue_dead"})
+NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "glusterfs",
+                       "lustre", "ceph", "fuse.ceph", "beegfs", "gpfs", "fuse.s3fs", "fuse.gcsfuse",
+                       "fuse.juicefs", "afs", "davfs")
+
+
+def network_filesystem(path: str | os.PathLike) -> str | None:
+    """The type of the network filesystem ``path`` is on (``/proc/mounts``), None for a local
+    disk (or where mounts cannot be read). SQLite's locks are not reliable over the network."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    target = os.path.realpath(path)
+    best, kind = "", None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, parts[2]
+    return kind if kind in NETWORK_FILESYSTEMS else None
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - the message is the point
+        raise RuntimeError("TFVIZ_RAY_ADDRESS is set but Ray is not installed: pip install "
+                           "'ray==2.60.0' (docs/deploy.md), or unset TFVIZ_RAY_ADDRESS to train on "
+                           "this machine") from e
+    return ray
+
+
+_REMOTES: dict = {}
+
+
+def _remote(fn_or_class):
+    """``ray.remote(x)``, made once per process (each call would export it again)."""
+    if fn_or_class not in _REMOTES:
+        _REMOTES[fn_or_class] = _ray().remote(fn_or_class)
+    return _REMOTES[fn_or_class]
+
+
+def _settings_env() -> dict[str, str]:
+    """What the actor and its tasks must see as this server sees it: every TFVIZ_ setting (the
+    checkpoint folder, quota, lease and checkpoint intervals, ...) and the code's folder."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("TFVIZ_") and k != "TFVIZ_RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(paths.REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+# -------------------------------------------------------------------------------- in the cluster
+class StoreActor:
+    """The run store of the cluster (made a Ray actor by ``store_actor``): a ``SqliteRunStore`` on
+    this node's local disk, and the owner of the training tasks."""
+
+    def __init__(self, open_folder: Callable[[Any], Any] | None = None, gpus: float = 0.0,
+                 cpus: float = 1.0):
+        from .store import SqliteRunStore
+
+        folder = paths.ray_store_dir()
+        kind = network_filesystem(folder)
+        if kind:
+            raise RuntimeError(f"the run store's folder {folder} is on a network filesystem ({kind}); "
+                               "SQLite must sit on the head node's own disk (TFVIZ_RAY_STORE_DIR)")
+        self.store = SqliteRunStore(folder / "runs.sqlite")
+        self.open_folder, self.gpus, self.cpus = open_folder, float(gpus), float(cpus)
+        self._tasks: list = []  # ObjectRefs of this actor's worker tasks not known to have ended
+        self._lock = threading.Lock()
+        self._keeper = threading.Thread(target=self._keep, daemon=True, name="tfviz-ray-keeper")
+        self._keeper.start()
+
+    def call(self, method: str, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+        """One RunStore call -> (True, result) or (False, the exception it raised)."""
+        if method not in STORE_METHODS:
+            return False, AttributeError(f"the run store has no method {method!r}")
+        try:
+            return True, getattr(self.store, method)(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the caller re-raises it as itself
+            return False, e
+
+    def info(self) -> dict[str, Any]:
+        return {"lease_s": self.store.lease_s, "node": socket.gethostname(), "pid": os.getpid(),
+                "gpus": self.gpus, "cpus": self.cpus, "store": str(self.store.path)}
+
+    def alive(self) -> int:
+        """This actor's worker tasks not yet ended (queued in Ray or training)."""
+        with self._lock:
+            return len(self._live())
+
+    def top_up(self) -> int:
+        """Submit as many worker tasks as queued runs can start now (slots free, counting the
+        tasks already waiting for Ray). -> tasks submitted."""
+        ray = _ray()
+        with self._lock:
+            live = self._live()
+            runs = self.store.list(active_only=True)
+            queued = sum(r["state"] == "queued" for r in runs)
+            running = sum(r["state"] == "running" for r in runs)
+            free = max(0, self.store.slots() - running)
+            waiting = max(0, len(live) - running)  # tasks not (yet) training a run
+            n = max(0, min(queued, free) - waiting)
+            task = _remote(_worker_task).options(
+                num_cpus=self.cpus, num_gpus=self.gpus, max_retries=3, name="tfviz-worker")
+            self._tasks = live + [task.remote(self.open_folder) for _ in range(n)]
+            return n
+
+    def _live(self) -> list:  # call with _lock held
+        if not self._tasks:
+            return []
+        ray = _ray()
+        done, live = ray.wait(self._tasks, num_returns=len(self._tasks), timeout=0, fetch_local=False)
+        return live
+
+    def _keep(self) -> None:
+        while True:
+            time.sleep(KEEP_S)
+            try:
+                self.store.requeue_dead()
+                self.top_up()
+            except Exception:  # noqa: BLE001 - a busy database: next time
+                pass
+
+
+def _worker_task(open_folder=None) -> int:
+    """One Ray task = one training worker: claim runs and train them until none is left. -> runs
+    trained."""
+    ray = _ray()
+    from .worker import run_one, warm_up
+
+    store = RayRunStore(ray.get_actor(ACTOR, namespace=NAMESPACE))
+    node = ray.get_runtime_context().get_node_id()[:8]
+    worker = f"ray:{node}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    warmed, n = False, 0
+    while True:
+        rec = store.claim(worker)
+        if rec is None:
+            return n
+        if not warmed:
+            warm_up()
+            warmed = True
+        run_one(store, worker, rec, open_folder)
+        n += 1
+
+
+# -------------------------------------------------------------------------------- in an app server
+class RayRunStore:
+    """The ``RunStore`` protocol, every call forwarded to the cluster's ``StoreActor``."""
+
+    def __init__(self, actor):
+        self._actor = actor
+        self._ray = _ray()
+        self.info = self._ray.get(actor.info.remote())
+        self.lease_s = self.info["lease_s"]
+        self.path = None  # no file on this machine
+
+    def _call(self, method: str, *args, **kwargs):
+        ok, value = self._ray.get(self._actor.call.remote(method, args, kwargs))
+        if not ok:
+            raise value
+        return value
+
+    def insert(self, runs, *, per_owner=None, quota=None, what="this training's checkpoint"):
+        return self._call("insert", runs, per_owner=per_owner, quota=quota, what=what)
+
+    def get(self, run_id):
+        return self._call("get", run_id)
+
+    def list(self, owner=None, active_only=False):
+        return self._call("list", owner=owner, active_only=active_only)
+
+    def queue_order(self):
+        return self._call("queue_order")
+
+    def claim(self, worker, run_id=None):
+        return self._call("claim", worker, run_id)
+
+    def renew(self, run_id, worker):
+        return self._call("renew", run_id, worker)
+
+    def progress(self, run_id, worker, **fields):
+        return self._call("progress", run_id, worker, **fields)
+
+    def finish(self, run_id, worker, state, **fields):
+        return self._call("finish", run_id, worker, state, **fields)
+
+    def requeue(self, run_id, worker, **fields):
+        return self._call("requeue", run_id, worker, **fields)
+
+    def request_stop(self, run_id):
+        return self._call("request_stop", run_id)
+
+    def move_to_front(self, run_id):
+        return self._call("move_to_front", run_id)
+
+    def set_slots(self, n):
+        return self._call("set_slots", n)
+
+    def slots(self):
+        return self._call("slots")
+
+    def reserve(self, key, need, quota, what, path=None):
+        return self._call("reserve", key, need, quota, what, path)
+
+    def release(self, key):
+        return self._call("release", key)
+
+    def reserved(self):
+        return self._call("reserved")
+
+    def remove(self, run_id):
+        return self._call("remove", run_id)
+
+    def requeue_dead(self):
+        return self._call("requeue_dead")
+
+
+class RayExecutor:
+    """The ``Executor`` protocol on the cluster: the actor submits and owns the tasks."""
+
+    def __init__(self, actor):
+        self._actor, self._ray = actor, _ray()
+        info = self._ray.get(actor.info.remote())
+        self.gpus, self.cpus = info["gpus"], info["cpus"]
+
+    def capacity(self) -> int:
+        """Runs the cluster can train at once: its GPUs (one per run) or its CPUs (``cpus`` per
+        run), as Ray counts them now."""
+        total = self._ray.cluster_resources()
+        if self.gpus:
+            return max(1, int(total.get("GPU", 0) // self.gpus))
+        return max(1, int(total.get("CPU", 1) // self.cpus))
+
+    def submit(self, run_id: str) -> None:
+        self._ray.get(self._actor.top_up.remote())
+
+    def cancel(self, run_id: str) -> None:
+        pass  # the store holds the stop; the run's task reads it with its next lease renewal
+
+    def alive(self) -> list[str]:
+        return [str(i) for i in range(self._ray.get(self._actor.alive.remote()))]
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Nothing stops: the cluster's runs outlive this app server (that is the point)."""
+
+
+def store_actor(open_folder: Callable[[Any], Any] | None = None, gpus: float | None = None,
+                cpus: float = 1.0):
+    """The cluster's one ``StoreActor``, created by the first app server that asks (on the head
+    node, restarted by Ray if its process dies: the SQLite file keeps every record), found by
+    name by every later one. ``gpus`` per run: default 1 when the cluster has GPUs, else 0."""
+    ray = _ray()
+    if gpus is None:
+        gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+    return _remote(StoreActor).options(
+        name=ACTOR, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        num_cpus=0, max_restarts=-1, max_concurrency=16,
+        resources={"node:__internal_head__": 0.001},  # its store file stays on the head's disk
+        runtime_env={"env_vars": _settings_env()},  # inherited by the tasks it submits
+    ).remote(open_folder, gpus, cpus)
+
+
+def connect(address: str, *, open_folder: Callable[[Any], Any] | None = None
+            ) -> tuple[RayRunStore, RayExecutor]:
+    """Join the cluster at ``address`` ("auto", or the head's "host:port") as a driver, and get
+    its run store and executor."""
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
+                 configure_logging=False)
+    actor = store_actor(open_folder)
+    return RayRunStore(actor), RayExecutor(actor)
+
+
+__all__ = ["ACTOR", "NAMESPACE", "RayExecutor", "RayRunStore", "StoreActor", "connect",
+           "network_filesystem", "store_actor"]
