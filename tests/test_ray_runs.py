@@ -1,0 +1,209 @@
+"""Runs on a Ray cluster (tfviz.train.ray_runs, TFVIZ_RAY_ADDRESS): a local Ray head started by the
+test on this machine's loopback, joined by this process and by other processes as app servers
+(tests/ray_driver.py). A run trains through Ray and finishes; two app servers see the same runs;
+a run survives the app server that started it (kill -9) and the Ray worker that trained it.
+
+Skipped, with the reason, where Ray is not installed (it is in requirements-dev.txt)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -r requirements-dev.txt)")
+
+from ray_driver import MODEL, TASK, model_config, train_config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = Path(__file__).with_name("ray_driver.py")
+DEADLINE_S = 180  # generous: a Ray worker imports torch first, on a busy 2-core machine
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pids_of(marker: str) -> list[int]:
+    """The processes of the Ray instance whose temp folder is ``marker`` (their command lines name
+    it), with all their descendants (workers do not name it): this test's cluster only, never
+    another Ray on the machine."""
+    children: dict[int, list[int]] = {}
+    roots = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+        if marker in cmd:
+            roots.append(int(entry.name))
+    out, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in out and pid != os.getpid():
+            out.add(pid)
+            todo += children.get(pid, [])
+    return sorted(out)
+
+
+def _kill_cluster(marker: str) -> None:
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
+        pids = _pids_of(marker)
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while _pids_of(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A Ray head on 127.0.0.1 (2 CPUs, no dashboard) with its own temp folder, and this process
+    joined to it as a driver; the run store's file and the checkpoints in temp folders."""
+    if not shutil.which("ray", path=str(Path(sys.executable).parent)):
+        pytest.skip("the `ray` command is not installed beside this Python")
+    temp = tempfile.mkdtemp(prefix="tfr")  # short: Ray's socket paths must stay under 107 bytes
+    env = {"TFVIZ_CHECKPOINT_DIR": str(Path(temp) / "ck"), "TFVIZ_RAY_STORE_DIR": str(Path(temp) / "store"),
+           "TFVIZ_RUN_LEASE_S": "2", "TFVIZ_CHECKPOINT_SECONDS": "0.3", "RAY_USAGE_STATS_ENABLED": "0",
+           "OMP_NUM_THREADS": "1"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    port = _free_port()
+    cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}",
+           "--num-cpus=2", "--include-dashboard=false", "--node-ip-address=127.0.0.1",
+           f"--temp-dir={temp}/ray", "--disable-usage-stats"]
+    try:
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120, env=os.environ)
+        address = f"127.0.0.1:{port}"
+        ray.init(address=address, namespace="tfviz", log_to_driver=False, configure_logging=False)
+        yield address, Path(temp)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        _kill_cluster(f"{temp}/ray")
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def runs(cluster):
+    from tfviz.train.ray_runs import connect
+    from tfviz.train.runs import RunManager
+
+    store, executor = connect(cluster[0])
+    return RunManager(store, executor, max_concurrent=executor.capacity(), per_owner=2)
+
+
+def wait_for(predicate, timeout=DEADLINE_S, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not reached within {timeout} s")
+
+
+def _driver(address: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(DRIVER), address, *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=os.environ)
+
+
+def _line(proc: subprocess.Popen) -> dict:
+    line = proc.stdout.readline()
+    assert line, f"the driver process ended (exit {proc.wait()}) without answering"
+    return json.loads(line)
+
+
+def test_the_store_lives_in_one_detached_actor_on_the_head_node(runs, cluster):
+    from tfviz.train.ray_runs import ACTOR, NAMESPACE
+
+    info = runs.store.info
+    assert info["store"].startswith(str(cluster[1] / "store"))  # TFVIZ_RAY_STORE_DIR, not the shared folder
+    assert runs.executor.capacity() == 2  # 2 CPUs, one per run, no GPU in this cluster
+    assert ray.get_actor(ACTOR, namespace=NAMESPACE) is not None
+
+
+def test_a_run_trains_through_ray_and_finishes(runs, cluster):
+    from tfviz.train.checkpoint import load_checkpoint
+
+    path = cluster[1] / "ck" / "user" / "alice.safetensors"
+    run_id = runs.submit(model_config(), TASK, train_config(30), owner="alice", checkpoint=path)
+    job = runs.get(run_id)
+    assert job.wait(DEADLINE_S), job.snapshot()
+    snap = job.snapshot()
+    assert (snap.state, snap.step, snap.error) == ("done", 30, None), snap.message
+    assert snap.history[-1]["step"] == 30 and snap.checkpoint == str(path)
+    ck = load_checkpoint(path)  # written by the Ray worker into the shared folder
+    assert ck.step == 30 and ck.model.config.d_model == MODEL["d_model"]
+
+
+def test_two_app_servers_show_the_same_runs_to_the_same_session(runs, cluster):
+    address, temp = cluster
+    run_id = runs.submit(model_config(), TASK, train_config(20), owner="bob",
+                         checkpoint=temp / "ck" / "bob.safetensors")
+    other = _driver(address, "list", "bob")  # another app server process
+    seen = _line(other)
+    assert other.wait(60) == 0
+    assert [s["id"] for s in seen] == [run_id]
+    assert seen[0]["name"] == runs.get(run_id).snapshot().name
+    assert runs.get(run_id).wait(DEADLINE_S)
+    assert [j.id for j in runs.jobs(owner="bob")] == [run_id]
+
+
+def test_a_run_survives_the_app_server_that_started_it(runs, cluster):
+    address, temp = cluster
+    steps = 600
+    server = _driver(address, "submit", "carol", str(steps), str(temp / "ck" / "carol.safetensors"))
+    try:
+        run_id = _line(server)["id"]
+        _line(server)  # {"running": step}: it trains
+    finally:
+        server.kill()  # kill -9 of the app server that started it
+        server.wait(10)
+    job = runs.get(run_id)
+    at_kill = job.snapshot()
+    assert at_kill.state == "running" and at_kill.step < steps, "finished before its server died"
+    assert job.wait(DEADLINE_S), job.snapshot()
+    snap = job.snapshot()
+    assert (snap.state, snap.step, snap.owner) == ("done", steps, "carol"), snap.message
+
+
+def test_a_killed_ray_worker_resumes_from_its_last_checkpoint(runs, cluster):
+    from tfviz.train.checkpoint import load_checkpoint
+
+    steps, path = 800, cluster[1] / "ck" / "dave.safetensors"
+    run_id = runs.submit(model_config(), TASK, train_config(steps), owner="dave", checkpoint=path)
+    rec = wait_for(lambda: (lambda r: r if r["checkpoint"] and r["step"] >= 20 else None)(runs.store.get(run_id)),
+                   what="a first periodic checkpoint")
+    worker_pid = int(rec["worker"].split(":")[3])
+    saved_step = load_checkpoint(path).step
+    os.kill(worker_pid, signal.SIGKILL)  # the Ray worker process training it
+    job = runs.get(run_id)
+    assert job.wait(DEADLINE_S), job.snapshot()
+    rec = runs.store.get(run_id)
+    assert (rec["state"], rec["step"]) == ("done", steps), rec["message"]
+    assert rec["attempts"] >= 2 and 0 < saved_step < steps
+    assert load_checkpoint(path).step == steps
+    assert [h["step"] for h in rec["history"]] == sorted({h["step"] for h in rec["history"]})
