@@ -207,3 +207,29 @@ def test_a_killed_ray_worker_resumes_from_its_last_checkpoint(runs, cluster):
     assert rec["attempts"] >= 2 and 0 < saved_step < steps
     assert load_checkpoint(path).step == steps
     assert [h["step"] for h in rec["history"]] == sorted({h["step"] for h in rec["history"]})
+
+
+def test_limits_quota_and_stop_hold_on_the_cluster(runs, cluster):
+    from tfviz.train.checkpoint import load_checkpoint
+    from tfviz.train.runs import RunManager
+    from tfviz.train.store import JobLimitError, Quota, QuotaError
+
+    ck = cluster[1] / "ck"
+    ids = [runs.submit(model_config(), TASK, train_config(100_000), owner="erin",
+                       checkpoint=ck / f"erin{i}.safetensors") for i in range(2)]
+    with pytest.raises(JobLimitError, match="the limit is 2 per session") as e:
+        runs.submit(model_config(), TASK, train_config(10), owner="erin", checkpoint=ck / "erin2.safetensors")
+    assert "Traceback" not in str(e.value)  # the store's own message, not Ray's wrapping
+    tight = RunManager(runs.store, runs.executor, max_concurrent=2, quota=Quota(lambda: 1, lambda: 0))
+    with pytest.raises(QuotaError, match="is full"):
+        tight.submit(model_config(), TASK, train_config(10), owner="frank", checkpoint=ck / "frank.safetensors")
+    assert runs.jobs(owner="frank") == []  # refused in the transaction that would have queued it
+    for run_id in ids:
+        wait_for(lambda: runs.get(run_id).snapshot().step > 0, what=f"{run_id} training")
+        assert runs.stop(run_id)
+    for run_id in ids:
+        job = runs.get(run_id)
+        assert job.wait(DEADLINE_S)
+        snap = job.snapshot()
+        assert snap.state == "stopped" and 0 < snap.step < 100_000, snap.message
+        assert load_checkpoint(snap.checkpoint).step == snap.step  # saved on Stop, resumable
