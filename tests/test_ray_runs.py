@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,82 +25,35 @@ DRIVER = Path(__file__).with_name("ray_driver.py")
 DEADLINE_S = 180  # generous: a Ray worker imports torch first, on a busy 2-core machine
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _pids_of(marker: str) -> list[int]:
-    """The processes of the Ray instance whose temp folder is ``marker`` (their command lines name
-    it), with all their descendants (workers do not name it): this test's cluster only, never
-    another Ray on the machine."""
-    children: dict[int, list[int]] = {}
-    roots = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-        if marker in cmd:
-            roots.append(int(entry.name))
-    out, todo = set(), list(roots)
-    while todo:
-        pid = todo.pop()
-        if pid not in out and pid != os.getpid():
-            out.add(pid)
-            todo += children.get(pid, [])
-    return sorted(out)
-
-
-def _kill_cluster(marker: str) -> None:
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
-        pids = _pids_of(marker)
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait
-        while _pids_of(marker) and time.monotonic() < deadline:
-            time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
-def cluster():
-    """A Ray head on 127.0.0.1 (2 CPUs, no dashboard) with its own temp folder, and this process
-    joined to it as a driver; the run store's file and the checkpoints in temp folders."""
-    if not shutil.which("ray", path=str(Path(sys.executable).parent)):
-        pytest.skip("the `ray` command is not installed beside this Python")
-    temp = tempfile.mkdtemp(prefix="tfr")  # short: Ray's socket paths must stay under 107 bytes
-    env = {"TFVIZ_CHECKPOINT_DIR": str(Path(temp) / "ck"), "TFVIZ_RAY_STORE_DIR": str(Path(temp) / "store"),
+def cluster(tmp_path_factory):
+    """A Ray head on 127.0.0.1 (2 CPUs, no dashboard) in its own temp folder
+    (``ray_runs.LocalCluster``), and this process joined to it as a driver; the run store's file
+    and the checkpoints in temp folders."""
+    from tfviz.train.ray_runs import LocalCluster
+
+    temp = tmp_path_factory.mktemp("ray-runs")
+    env = {"TFVIZ_CHECKPOINT_DIR": str(temp / "ck"), "TFVIZ_RAY_STORE_DIR": str(temp / "store"),
            "TFVIZ_RUN_LEASE_S": "2", "TFVIZ_CHECKPOINT_SECONDS": "0.3", "RAY_USAGE_STATS_ENABLED": "0",
            "OMP_NUM_THREADS": "1"}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    port = _free_port()
-    cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}",
-           "--num-cpus=2", "--include-dashboard=false", "--node-ip-address=127.0.0.1",
-           f"--temp-dir={temp}/ray", "--disable-usage-stats"]
+    head = LocalCluster(num_cpus=2)
+    if not Path(head.ray_bin).exists():
+        pytest.skip("the `ray` command is not installed beside this Python")
     try:
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120, env=os.environ)
-        address = f"127.0.0.1:{port}"
-        ray.init(address=address, namespace="tfviz", log_to_driver=False, configure_logging=False)
-        yield address, Path(temp)
+        with head as address:
+            ray.init(address=address, namespace="tfviz", log_to_driver=False, configure_logging=False)
+            try:
+                yield address, temp
+            finally:
+                ray.shutdown()
     finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        _kill_cluster(f"{temp}/ray")
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

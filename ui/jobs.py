@@ -27,10 +27,29 @@ def job_manager():
     # one core, so the web server always has a core to answer with. check_budget: a run whose
     # memory (TFVIZ_TRAIN_MEMORY_MB) or checkpoint (TFVIZ_CHECKPOINT_MB) would not fit is refused
     # before it is queued, with the estimate and a batch size that fits (tfviz.train.budget).
+    if limits.ray_address():  # a school's Ray cluster: runs, records and queue live there
+        return _ray_manager(limits.ray_address(), from_pretrained)
     threading.Thread(target=_warm_up, daemon=True, name="tfviz-warm-up").start()
     return JobManager(max_concurrent=limits.max_jobs(), torch_threads=max(1, cpu_count() - 1),
                       per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
                       check_budget=True, open_folder=from_pretrained)
+
+
+def _ray_manager(address: str, open_folder):
+    """Runs on the Ray cluster at ``address`` (``tfviz.train.ray_runs``, docs/deploy.md): the run
+    store is the cluster's actor, so every app server of the school shows the same runs; a run
+    trains in a Ray task (a GPU each where the cluster has them) and outlives this server. The
+    same limits as on one machine; as many runs at once as the cluster has slots for."""
+    from tfviz import limits
+    from tfviz.classroom import disk
+    from tfviz.train.ray_runs import connect
+    from tfviz.train.runs import RunManager
+    from tfviz.train.store import Quota
+
+    store, executor = connect(address, open_folder=open_folder)
+    return RunManager(store, executor, max_concurrent=executor.capacity(),
+                      per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
+                      check_budget=True, quota=Quota(limits.disk_quota_bytes, disk.usage))
 
 
 def _warm_up() -> None:

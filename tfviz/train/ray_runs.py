@@ -102,7 +102,8 @@ def _remote(fn_or_class):
 def _settings_env() -> dict[str, str]:
     """What the actor and its tasks must see as this server sees it: every TFVIZ_ setting (the
     checkpoint folder, quota, lease and checkpoint intervals, ...) and the code's folder."""
-    env = {k: v for k, v in os.environ.items() if k.startswith("TFVIZ_") and k != "TFVIZ_RAY_ADDRESS"}
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith("TFVIZ_") and k not in ("TFVIZ_RAY_ADDRESS", "TFVIZ_TEACHER_KEY")}  # no secret
     env["PYTHONPATH"] = os.pathsep.join([str(paths.REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
@@ -331,5 +332,87 @@ def connect(address: str, *, open_folder: Callable[[Any], Any] | None = None
     return RayRunStore(actor), RayExecutor(actor)
 
 
-__all__ = ["ACTOR", "NAMESPACE", "RayExecutor", "RayRunStore", "StoreActor", "connect",
-           "network_filesystem", "store_actor"]
+# -------------------------------------------------------------------------------- a cluster on one machine
+class LocalCluster:
+    """A Ray head on this machine's loopback in its own temp folder, as a school's head node would
+    be (tests and ``scripts/cluster_sim.py``): ``with LocalCluster(num_cpus=2) as address: ...``.
+    Stopped by ending this instance's processes only (never ``ray stop``, which ends every Ray
+    instance on the machine)."""
+
+    def __init__(self, num_cpus: int = 2, env: dict[str, str] | None = None, timeout_s: float = 120):
+        import shutil
+        import sys
+        import tempfile
+
+        self.num_cpus, self.timeout_s = num_cpus, timeout_s
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **(env or {})}
+        self.ray_bin = str(Path(sys.executable).parent / "ray")
+        if not Path(self.ray_bin).exists():
+            self.ray_bin = shutil.which("ray") or self.ray_bin
+        self.temp = Path(tempfile.mkdtemp(prefix="tfr"))  # short: Ray's socket paths are bounded
+        self.port = 0
+        self.address = ""
+
+    def __enter__(self) -> str:
+        import subprocess
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        cmd = [self.ray_bin, "start", "--head", f"--port={self.port}", f"--num-cpus={self.num_cpus}",
+               "--include-dashboard=false", "--node-ip-address=127.0.0.1",
+               f"--temp-dir={self.temp / 'ray'}", "--disable-usage-stats"]
+        try:
+            subprocess.run(cmd, check=True, capture_output=True, timeout=self.timeout_s, env=self.env)
+        except BaseException:
+            self.stop()
+            raise
+        self.address = f"127.0.0.1:{self.port}"
+        return self.address
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def pids(self) -> list[int]:
+        """This instance's processes (their command lines name its temp folder) and all their
+        descendants (the workers do not name it)."""
+        marker = str(self.temp / "ray")
+        children: dict[int, list[int]] = {}
+        roots = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+            if marker in cmd:
+                roots.append(int(entry.name))
+        out, todo = set(), list(roots)
+        while todo:
+            pid = todo.pop()
+            if pid not in out and pid != os.getpid():
+                out.add(pid)
+                todo += children.get(pid, [])
+        return sorted(out)
+
+    def stop(self) -> None:
+        import shutil
+        import signal
+
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
+            for pid in self.pids():
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait
+            while self.pids() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+__all__ = ["ACTOR", "NAMESPACE", "LocalCluster", "RayExecutor", "RayRunStore", "StoreActor",
+           "connect", "network_filesystem", "store_actor"]
