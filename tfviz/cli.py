@@ -78,7 +78,26 @@ def _parser() -> argparse.ArgumentParser:
     pub.add_argument("--name", help="published name (default: the file's)")
     pub.add_argument("--dir", help="published folder (default: $TFVIZ_CHECKPOINT_DIR/published or "
                                    "checkpoints/published)")
+    w = sub.add_parser("worker", help="train queued runs of a run store (started by the app's executor)")
+    w.add_argument("--db", help="the run store (default: $TFVIZ_CHECKPOINT_DIR/runs/runs.sqlite)")
+    w.add_argument("--idle", type=float, default=None,
+                   help="exit after this many idle seconds (default: $TFVIZ_WORKER_IDLE_S or 600)")
+    w.add_argument("--parent", type=int, default=None,
+                   help="exit once idle after this process (the app server) has gone")
+    w.add_argument("--once", action="store_true", help="train one run, then exit")
     return p
+
+
+def _worker(args) -> int:
+    """A training worker (``tfviz.train.worker``): reads model folders for fine-tuning with
+    ``tfviz.interop.from_pretrained`` (training sits below interop and is given it)."""
+    from .interop import from_pretrained
+    from .paths import runs_db
+    from .train.worker import serve
+
+    serve(args.db or runs_db(), open_folder=from_pretrained, idle_s=args.idle, parent=args.parent,
+          once=args.once)
+    return 0
 
 
 def _value(text: str) -> Any:
@@ -218,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "import":
         return _import(args)
+    if args.command == "worker":
+        return _worker(args)
     if args.command == "publish":
         try:
             print(f"published: {publish(args.path, args.dir, name=args.name)}")

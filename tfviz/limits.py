@@ -19,6 +19,13 @@ environment variable each, read when asked (so a server, or a test, sets them be
     TFVIZ_JOBS_PER_SESSION     2         one session's jobs, running + queued
     TFVIZ_JOB_MAX_MINUTES      30        one job's running time in the app (it then stops and saves
                                          a resumable checkpoint; 0 = no cap; the CLI is never capped)
+    TFVIZ_CHECKPOINT_SECONDS   60        a run saves a resumable checkpoint at least this often (seconds
+                                         of training), so a killed worker or server loses at most that
+    TFVIZ_RUN_LEASE_S          15        a running run's worker renews its lease every second; a run
+                                         whose lease ran out (its worker died) is queued again and
+                                         resumes from its last checkpoint
+    TFVIZ_WORKER_IDLE_S        600       an idle training worker process exits after this long (the
+                                         next Start starts one again: about 2 s)
     TFVIZ_TRAIN_MEMORY_MB      auto      memory one training may plan to use; auto = half the free
                                          RAM (CPU) or 80% of the free GPU memory when it starts
     TFVIZ_MODEL_CACHE_MB       auto      loaded models kept in memory, shared by every session;
@@ -92,6 +99,18 @@ def jobs_per_session() -> int:
 def job_max_seconds() -> float | None:
     minutes = _number("TFVIZ_JOB_MAX_MINUTES", 30, 0)
     return minutes * 60 if minutes else None
+
+
+def checkpoint_seconds() -> float:
+    return float(_number("TFVIZ_CHECKPOINT_SECONDS", 60, 0.01))
+
+
+def run_lease_seconds() -> float:
+    return float(_number("TFVIZ_RUN_LEASE_S", 15, 0.5))
+
+
+def worker_idle_seconds() -> float:
+    return float(_number("TFVIZ_WORKER_IDLE_S", 600, 0))
 
 
 def train_memory_bytes() -> int | None:

@@ -16,6 +16,9 @@ absolute (never relative to the working directory).
     hf_cache_dir()     $HF_HUB_CACHE, else $HF_HOME/hub, else           the local Hugging Face cache
                        ~/.cache/huggingface/hub                         (read only, never downloaded to)
     session_dir(sid)   <checkpoint_dir>/user/<sid>                      one session's trained/, uploaded/
+    runs_dir()           <checkpoint_dir>/runs                           the run store (runs.sqlite: every
+                                                                        training's record + the disk ledger)
+                                                                        and the checkpoints of runs without one
 
 In a normal run checkpoint_dir() and zoo_dir() are the same folder; the tests point the app at a
 folder of tiny models (TFVIZ_CHECKPOINT_DIR) while the Findings page keeps reading the real zoo.
@@ -45,6 +48,15 @@ def published_dir() -> Path:
 
 def sessions_dir() -> Path:
     return checkpoint_dir() / "user"  # git-ignored
+
+
+def runs_dir() -> Path:
+    return checkpoint_dir() / "runs"  # git-ignored
+
+
+def runs_db() -> Path:
+    """The run store of this checkpoint folder (``tfviz.train.store``): one SQLite file."""
+    return runs_dir() / "runs.sqlite"
 
 
 def zoo_dir() -> Path:

@@ -44,6 +44,7 @@ from ..device import cpu_count
 from .checkpoint import MAX_HISTORY, compact_history, load_checkpoint
 from .setup import as_task, new_model
 from .snapshot import AttentionSnapshot
+from .store import JobLimitError  # noqa: F401 - one class for every manager
 
 STATES = ("queued", "running", "done", "stopped", "failed")
 
@@ -68,10 +69,6 @@ def _init_model(path: str | os.PathLike, task, open_folder: Callable[[Any], Any]
         raise ValueError("the task reads its text with another tokenizer than the model's: its ids "
                          "would mean other tokens (build the task with the model's tokenizer)")
     return ck.model
-
-
-class JobLimitError(ValueError):
-    """An owner already has as many jobs running or queued as the manager allows."""
 
 
 @dataclass(frozen=True)

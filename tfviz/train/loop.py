@@ -320,24 +320,30 @@ class _Run:
 
 def train(model, task, config: TrainConfig | None = None,
           callbacks: Iterable[Callable[[Event], Any]] = (), *, checkpoint: str | Path | None = None,
-          resume=None, stop=None) -> TrainResult:
+          resume=None, stop=None, checkpoint_seconds: float | None = None) -> TrainResult:
     """Train ``model`` (a tfviz.Transformer or recurrent model, moved to the chosen device) on ``task``.
 
     checkpoint: path to save to (every ``checkpoint_every`` steps, on stop and at the end).
     resume:     a :class:`tfviz.Checkpoint` with a train_state (its ``.model`` should be
                 ``model``); optimizer, RNG, step and history continue from it.
     stop:       a ``threading.Event`` (or a no-argument callable) checked after every step.
+    checkpoint_seconds: also save (resumable) once this many seconds of training have passed since
+                the last save (the run store's workers: a killed run loses at most that much).
     Under torch.distributed (torchrun) the model is wrapped in DistributedDataParallel.
     """
     cfg = config or TrainConfig()
     run = _Run(model, task, cfg, callbacks, checkpoint, resume, stop)
     status, message = "done", ""
+    last_save = time.monotonic()
     try:
         want_stop = run.agreed(run.d.main and run.snapshot())
         while run.step < cfg.steps and not want_stop:
             want_stop = run.log(*run.train_step())
-            if cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0 and run.step < cfg.steps:
+            due = (cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0) or (
+                checkpoint_seconds is not None and time.monotonic() - last_save >= checkpoint_seconds)
+            if due and run.step < cfg.steps:
                 run.save("running")
+                last_save = time.monotonic()
             want_stop = run.agreed(want_stop or _stop_requested(stop))
         if run.early:
             message = run.early

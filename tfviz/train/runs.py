@@ -1,0 +1,227 @@
+"""Runs that outlive the web server: ``RunManager`` has ``JobManager``'s public surface (submit /
+submit_group / get(id).snapshot() / stop / jobs / free_slots), but a run is a record in a run
+store (``tfviz.train.store``) trained by worker processes (``tfviz.train.worker``) that an
+executor (``tfviz.train.executor``) provides. The manager only writes and reads records.
+
+    store = SqliteRunStore(paths.runs_db())
+    runs = RunManager(store, LocalProcessExecutor(store.path, workers=2), max_concurrent=2)
+    run_id = runs.submit(model_config, "copy", TrainConfig(steps=500), owner=sid, checkpoint=path)
+    runs.get(run_id).snapshot()   # a JobSnapshot read from the store: any process, any restart
+
+A run's spec is data (configs as dicts, the task as its spec): a worker anywhere rebuilds it.
+``quota``: each run's estimated checkpoint (``tfviz.train.budget.estimate``) is reserved in the
+transaction that queues it, released when it ends.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import paths
+from .budget import check_training, estimate
+from .config import TrainConfig
+from .jobs import JobSnapshot
+from .store import ACTIVE, NewRun, Quota, SqliteRunStore, new_run_id
+
+_SNAPSHOTS: dict[tuple[str, float], list] = {}
+_SNAPSHOTS_LOCK = threading.Lock()
+
+
+def _task_spec(task: Any) -> dict:
+    if isinstance(task, str):
+        return {"name": task}
+    if isinstance(task, dict):
+        return dict(task)
+    if hasattr(task, "spec"):
+        return task.spec()
+    raise ValueError(f"a run's task is a name, a spec dict or a Task, not {type(task).__name__}")
+
+
+class RunJob:
+    """One run, as the pages see it (``tfviz.train.jobs.Job``'s reading surface), read from the
+    store each time it is asked."""
+
+    def __init__(self, manager: "RunManager", rec: dict[str, Any]):
+        self._manager, self.id, self.name, self.owner = manager, rec["id"], rec["name"], rec["owner"]
+        s = rec["spec"]
+        from ..model.families import config_from_dict
+
+        self.spec = {"model_config": None if s.get("model_config") is None else config_from_dict(s["model_config"]),
+                     "task": s["task"], "train_config": TrainConfig.from_dict(s["train_config"]),
+                     "checkpoint": s.get("checkpoint"), "resume": s.get("resume"), "init": s.get("init")}
+
+    def record(self) -> dict[str, Any]:
+        return self._manager.store.get(self.id)
+
+    def snapshot(self) -> JobSnapshot:
+        r = self.record()
+        position = None
+        if r["state"] == "queued":
+            order = self._manager.store.queue_order()
+            position = order.index(self.id) + 1 if self.id in order else None
+        ckpt = r["checkpoint"] if r["checkpoint"] and Path(r["checkpoint"]).is_file() else None
+        return JobSnapshot(r["id"], r["name"], r["owner"], r["state"], position, r["step"],
+                           r["total_steps"], r["history"],
+                           r["n_snapshots"] - 1 if r["n_snapshots"] else None, r["error"],
+                           r["message"], ckpt, r["created"], r["started"], r["finished"])
+
+    @property
+    def state(self) -> str:
+        return self.record()["state"]
+
+    def attention_snapshots(self) -> list:
+        """The attention snapshots the run recorded, as saved in its checkpoint (read once per
+        version of the file)."""
+        path = self.record()["checkpoint"]
+        if not path or not Path(path).is_file():
+            return []
+        key = (path, os.stat(path).st_mtime)
+        with _SNAPSHOTS_LOCK:
+            if key in _SNAPSHOTS:
+                return list(_SNAPSHOTS[key])
+        from .checkpoint import load_checkpoint
+
+        snaps = load_checkpoint(path).snapshots
+        with _SNAPSHOTS_LOCK:
+            if len(_SNAPSHOTS) > 32:
+                _SNAPSHOTS.clear()
+            _SNAPSHOTS[key] = snaps
+        return list(snaps)
+
+    def attention_snapshot(self, index: int = -1):
+        snaps = self.attention_snapshots()
+        return snaps[index] if snaps else None
+
+    def stop(self) -> None:
+        self._manager.stop(self.id)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run has ended; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.record()["state"] in ACTIVE:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+
+class RunManager:
+    def __init__(self, store: SqliteRunStore, executor=None, max_concurrent: int = 1,
+                 torch_threads: int | None = None, *, per_owner: int | None = None,
+                 max_seconds: float | None = None, check_budget: bool = False,
+                 quota: Quota | None = None):
+        if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or max_concurrent < 1:
+            raise ValueError(f"max_concurrent={max_concurrent!r} must be a whole number >= 1")
+        self.store, self.executor = store, executor
+        self.max_concurrent, self.per_owner = max_concurrent, per_owner
+        self.max_seconds, self.check_budget, self.quota = max_seconds, check_budget, quota
+        self.torch_threads = torch_threads or 1
+        store.set_slots(max_concurrent)
+
+    # -- submitting -----------------------------------------------------------------------------
+    def _new_run(self, model_config, task, train_config, *, checkpoint=None, resume=None, init=None,
+                 owner=None, name=None) -> NewRun:
+        from ..model.families import config_from_dict
+
+        if resume is not None and init is not None:
+            raise ValueError("resume continues a run, init starts a new one from weights: not both")
+        if isinstance(model_config, dict):
+            model_config = config_from_dict(model_config)
+        if isinstance(train_config, dict):
+            train_config = TrainConfig.from_dict(train_config)
+        train_config = train_config or TrainConfig()
+        if resume is not None and model_config is None:
+            from .checkpoint import read_metadata
+
+            model_config = config_from_dict(read_metadata(resume)["model_config"])
+        sized = model_config  # a fine-tuning run's config is given for its estimates only
+        if self.check_budget and resume is None and init is None:
+            check_training(model_config, train_config)  # BudgetError: the run would not fit
+        spec_task = _task_spec(task)
+        if spec_task.get("tokenizer") == "given" and init is None:
+            raise ValueError("a task read with a model's own tokenizer trains only from that model (init)")
+        run_id = new_run_id()
+        checkpoint = Path(checkpoint) if checkpoint is not None else paths.runs_dir() / f"{run_id}.safetensors"
+        if checkpoint.suffix != ".safetensors":
+            checkpoint = checkpoint.with_name(checkpoint.name + ".safetensors")
+        spec = {"model_config": None if init is not None or model_config is None else model_config.to_dict(),
+                "task": spec_task, "train_config": train_config.to_dict(), "checkpoint": str(checkpoint),
+                "resume": None if resume is None else str(resume),
+                "init": None if init is None else str(init), "max_seconds": self.max_seconds,
+                "check_budget": self.check_budget, "torch_threads": self.torch_threads}
+        reserve = estimate(sized, train_config).checkpoint if sized is not None and self.quota else 0
+        return NewRun(run_id, owner, name or f"job-{run_id[:6]}", spec, train_config.steps, reserve,
+                      str(checkpoint))
+
+    def _queue(self, runs: list[NewRun]) -> list[str]:
+        self.store.set_slots(self.max_concurrent)
+        self.store.insert(runs, per_owner=self.per_owner, quota=self.quota)
+        if self.executor is not None:
+            for r in runs:
+                self.executor.submit(r.id)
+        return [r.id for r in runs]
+
+    def submit(self, model_config, task, train_config=None, *, checkpoint=None, resume=None,
+               init=None, owner: str | None = None, name: str | None = None) -> str:
+        """Queue a run and return its id (``JobManager.submit``'s arguments). JobLimitError,
+        BudgetError, QuotaError (all ValueErrors) say why nothing was queued."""
+        return self._queue([self._new_run(model_config, task, train_config, checkpoint=checkpoint,
+                                          resume=resume, init=init, owner=owner, name=name)])[0]
+
+    def submit_group(self, runs: list[dict[str, Any]], task, *, owner: str | None = None) -> list[str]:
+        """Several runs of one owner, all or none (the owner's limit and the quota count all)."""
+        return self._queue([self._new_run(r["model_config"], task, r.get("train_config"),
+                                          checkpoint=r.get("checkpoint"), owner=owner, name=r.get("name"))
+                            for r in runs])
+
+    def free_slots(self, owner: str | None) -> int | None:
+        if self.per_owner is None:
+            return None
+        return max(0, self.per_owner - len(self.store.list(owner=owner, active_only=True)))
+
+    # -- reading ---------------------------------------------------------------------------------
+    def get(self, job_id: str) -> RunJob:
+        return RunJob(self, self.store.get(job_id))
+
+    def jobs(self, owner: str | None = None) -> list[RunJob]:
+        """Every run in the store, oldest first (only ``owner``'s when given)."""
+        return [RunJob(self, r) for r in self.store.list(owner=owner)]
+
+    def snapshot(self, job_id: str) -> JobSnapshot:
+        return self.get(job_id).snapshot()
+
+    # -- acting ----------------------------------------------------------------------------------
+    def stop(self, job_id: str) -> bool:
+        """A queued run is stopped at once; a running one stops after its current step and saves
+        a resumable checkpoint. False when it had already ended."""
+        asked = self.store.request_stop(job_id)
+        if asked and self.executor is not None:
+            self.executor.cancel(job_id)
+        return asked
+
+    def move_to_front(self, job_id: str) -> None:
+        self.store.move_to_front(job_id)
+
+    def remove(self, job_id: str) -> None:
+        self.store.remove(job_id)
+
+    def wait_all(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for job in self.jobs():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not job.wait(left):
+                return False
+        return True
+
+    def shutdown(self, timeout: float | None = 30.0) -> None:
+        """Stop every active run and wait (the executor's workers keep serving other managers)."""
+        for job in self.jobs():
+            if job.state in ACTIVE:
+                self.stop(job.id)
+        self.wait_all(timeout)
+
+
+__all__ = ["RunJob", "RunManager"]
