@@ -1,7 +1,7 @@
 """Runs on a Ray cluster (``TFVIZ_RAY_ADDRESS``): the run store lives in the cluster, runs train in
 Ray tasks, checkpoints go to the folder every node shares (``TFVIZ_CHECKPOINT_DIR``).
 
-    store, executor = connect("auto", open_folder=from_pretrained)      # once per app server
+    store, executor = connect("auto", open_folder=from_pretrained)   # one pair per process
     runs = RunManager(store, executor, max_concurrent=executor.capacity(), ...)
 
 Each piece is one of ``tfviz.train``'s own interfaces over Ray, so the pages, ``RunManager`` and
@@ -48,6 +48,7 @@ from .. import paths
 
 NAMESPACE = "tfviz"
 ACTOR = "tfviz-runs"
+WARM_MAX = 8  # worker processes warmed when the store starts (at most one per slot)
 KEEP_S = 2.0  # how often the actor re-queues runs of dead workers and tops up the tasks
 # The RunStore methods the actor serves (nothing else of the store object is reachable).
 STORE_METHODS = frozenset({
@@ -59,16 +60,18 @@ NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs
                        "fuse.juicefs", "afs", "davfs")
 
 
-def network_filesystem(path: str | os.PathLike) -> str | None:
-    """The type of the network filesystem ``path`` is on (``/proc/mounts``), None for a local
-    disk (or where mounts cannot be read). SQLite's locks are not reliable over the network."""
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return None
+def network_filesystem(path: str | os.PathLike, mounts: str | None = None) -> str | None:
+    """The type of the network filesystem ``path`` is on (``mounts``: the text of
+    ``/proc/mounts``, read when not given), None for a local disk (or where mounts cannot be
+    read). SQLite's locks are not reliable over the network."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:
+            return None
     target = os.path.realpath(path)
     best, kind = "", None
-    for line in mounts:
+    for line in mounts.splitlines():
         parts = line.split()
         if len(parts) < 3:
             continue
@@ -129,6 +132,14 @@ class StoreActor:
         self._lock = threading.Lock()
         self._keeper = threading.Thread(target=self._keep, daemon=True, name="tfviz-ray-keeper")
         self._keeper.start()
+        # A warm pool, as on one machine: a worker process that has imported torch and built an
+        # AdamW once (seconds) is kept by Ray and reused for the next task of this actor, so a
+        # Start reaches its first step without that wait.
+        ray = _ray()
+        total = ray.cluster_resources().get("GPU" if self.gpus else "CPU", 0)
+        n = min(WARM_MAX, int(total // (self.gpus or self.cpus)))
+        self._warm = [_remote(_warm_task).options(num_cpus=self.cpus, num_gpus=self.gpus).remote()
+                      for _ in range(n)]
 
     def call(self, method: str, args: tuple, kwargs: dict) -> tuple[bool, Any]:
         """One RunStore call -> (True, result) or (False, the exception it raised)."""
@@ -143,16 +154,23 @@ class StoreActor:
         return {"lease_s": self.store.lease_s, "node": socket.gethostname(), "pid": os.getpid(),
                 "gpus": self.gpus, "cpus": self.cpus, "store": str(self.store.path)}
 
+    def warm_pids(self, timeout: float | None = None) -> list[int]:
+        """The processes the warm pool prepared (once they are ready)."""
+        return _ray().get(self._warm, timeout=timeout)
+
     def alive(self) -> int:
         """This actor's worker tasks not yet ended (queued in Ray or training)."""
         with self._lock:
             return len(self._live())
 
-    def top_up(self) -> int:
+    def top_up(self, open_folder: Callable[[Any], Any] | None = None) -> int:
         """Submit as many worker tasks as queued runs can start now (slots free, counting the
-        tasks already waiting for Ray). -> tasks submitted."""
-        ray = _ray()
+        tasks already waiting for Ray). -> tasks submitted. ``open_folder``: how tasks read a
+        model folder to fine-tune (the app server passes ``tfviz.interop.from_pretrained``;
+        remembered for the keeper's top-ups)."""
         with self._lock:
+            if open_folder is not None:
+                self.open_folder = open_folder
             live = self._live()
             runs = self.store.list(active_only=True)
             queued = sum(r["state"] == "queued" for r in runs)
@@ -180,6 +198,13 @@ class StoreActor:
                 self.top_up()
             except Exception:  # noqa: BLE001 - a busy database: next time
                 pass
+
+
+def _warm_task() -> int:
+    from .worker import warm_up
+
+    warm_up()
+    return os.getpid()
 
 
 def _worker_task(open_folder=None) -> int:
@@ -278,8 +303,8 @@ class RayRunStore:
 class RayExecutor:
     """The ``Executor`` protocol on the cluster: the actor submits and owns the tasks."""
 
-    def __init__(self, actor):
-        self._actor, self._ray = actor, _ray()
+    def __init__(self, actor, open_folder: Callable[[Any], Any] | None = None):
+        self._actor, self._ray, self.open_folder = actor, _ray(), open_folder
         info = self._ray.get(actor.info.remote())
         self.gpus, self.cpus = info["gpus"], info["cpus"]
 
@@ -292,7 +317,7 @@ class RayExecutor:
         return max(1, int(total.get("CPU", 1) // self.cpus))
 
     def submit(self, run_id: str) -> None:
-        self._ray.get(self._actor.top_up.remote())
+        self._ray.get(self._actor.top_up.remote(self.open_folder))
 
     def cancel(self, run_id: str) -> None:
         pass  # the store holds the stop; the run's task reads it with its next lease renewal
@@ -304,8 +329,7 @@ class RayExecutor:
         """Nothing stops: the cluster's runs outlive this app server (that is the point)."""
 
 
-def store_actor(open_folder: Callable[[Any], Any] | None = None, gpus: float | None = None,
-                cpus: float = 1.0):
+def store_actor(gpus: float | None = None, cpus: float = 1.0):
     """The cluster's one ``StoreActor``, created by the first app server that asks (on the head
     node, restarted by Ray if its process dies: the SQLite file keeps every record), found by
     name by every later one. ``gpus`` per run: default 1 when the cluster has GPUs, else 0."""
@@ -317,19 +341,29 @@ def store_actor(open_folder: Callable[[Any], Any] | None = None, gpus: float | N
         num_cpus=0, max_restarts=-1, max_concurrency=16,
         resources={"node:__internal_head__": 0.001},  # its store file stays on the head's disk
         runtime_env={"env_vars": _settings_env()},  # inherited by the tasks it submits
-    ).remote(open_folder, gpus, cpus)
+    ).remote(None, gpus, cpus)
+
+
+_CONNECTED: dict[str, tuple] = {}
+_CONNECT_LOCK = threading.Lock()
 
 
 def connect(address: str, *, open_folder: Callable[[Any], Any] | None = None
             ) -> tuple[RayRunStore, RayExecutor]:
     """Join the cluster at ``address`` ("auto", or the head's "host:port") as a driver, and get
-    its run store and executor."""
+    its run store and executor (one pair per process and address)."""
     ray = _ray()
-    if not ray.is_initialized():
-        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
-                 configure_logging=False)
-    actor = store_actor(open_folder)
-    return RayRunStore(actor), RayExecutor(actor)
+    with _CONNECT_LOCK:
+        if address not in _CONNECTED or not ray.is_initialized():
+            if not ray.is_initialized():
+                ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
+                         configure_logging=False)
+            actor = store_actor()
+            _CONNECTED[address] = (RayRunStore(actor), RayExecutor(actor))
+        store, executor = _CONNECTED[address]
+        if open_folder is not None:
+            executor.open_folder = open_folder
+        return store, executor
 
 
 # -------------------------------------------------------------------------------- a cluster on one machine
