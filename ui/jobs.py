@@ -1,8 +1,10 @@
-"""The one training job manager of this server, shared by every session.
+"""The one run manager of this server, shared by every session.
 
-Jobs run in background threads (tfviz.train.jobs never touches Streamlit); a page only reads
-their snapshots. Each job is owned by the session id that started it, so a student sees their
-own jobs, also after a reload (the id lives in the URL).
+A run is a record in the run store of the checkpoint folder (``tfviz.train.store``: SQLite, one
+file), trained by worker processes (``python -m tfviz worker``), never by the web server's
+threads; a page only reads records. Each run is owned by the session id that started it, so a
+student sees their own runs after a reload (the id lives in the URL), and after a restart of the
+server (the records and checkpoints are on disk; interrupted runs resume).
 """
 from __future__ import annotations
 
@@ -13,52 +15,72 @@ import streamlit as st
 from .models import session_dir
 from .session import session_id
 
+_MANAGERS: dict[str, object] = {}  # run store path -> its manager (one folder at a time)
+_LOCK = threading.Lock()
 
-@st.cache_resource
+
 def job_manager():
-    from tfviz.device import cpu_count
-    from tfviz.train.jobs import JobManager
+    """The manager of this checkpoint folder's run store (a test pointing TFVIZ_CHECKPOINT_DIR
+    elsewhere gets that folder's; the previous folder's workers are let go)."""
+    from tfviz import paths
 
-    from tfviz import limits
-    from tfviz.interop import from_pretrained
-
-    # At most TFVIZ_MAX_JOBS trainings at once (the rest queue, fairly by session), each session
-    # at most TFVIZ_JOBS_PER_SESSION, each run at most TFVIZ_JOB_MAX_MINUTES; torch uses all but
-    # one core, so the web server always has a core to answer with. check_budget: a run whose
-    # memory (TFVIZ_TRAIN_MEMORY_MB) or checkpoint (TFVIZ_CHECKPOINT_MB) would not fit is refused
-    # before it is queued, with the estimate and a batch size that fits (tfviz.train.budget).
-    if limits.ray_address():  # a school's Ray cluster: runs, records and queue live there
-        return _ray_manager(limits.ray_address(), from_pretrained)
-    threading.Thread(target=_warm_up, daemon=True, name="tfviz-warm-up").start()
-    return JobManager(max_concurrent=limits.max_jobs(), torch_threads=max(1, cpu_count() - 1),
-                      per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
-                      check_budget=True, open_folder=from_pretrained)
+    db = str(paths.runs_db())
+    with _LOCK:
+        manager = _MANAGERS.get(db)
+        if manager is None:
+            for old in _MANAGERS.values():  # one folder's workers at a time
+                threading.Thread(target=old.executor.shutdown, daemon=True).start()
+            _MANAGERS.clear()
+            manager = _MANAGERS[db] = _new_manager(db)
+        return manager
 
 
-def _ray_manager(address: str, open_folder):
-    """Runs on the Ray cluster at ``address`` (``tfviz.train.ray_runs``, docs/deploy.md): the run
-    store is the cluster's actor, so every app server of the school shows the same runs; a run
-    trains in a Ray task (a GPU each where the cluster has them) and outlives this server. The
-    same limits as on one machine; as many runs at once as the cluster has slots for."""
+def _new_manager(db: str):
     from tfviz import limits
     from tfviz.classroom import disk
+    from tfviz.device import cpu_count
+    from tfviz.train.executor import LocalProcessExecutor
+    from tfviz.train.runs import RunManager
+    from tfviz.train.store import open_store
+
+    # At most TFVIZ_MAX_JOBS trainings at once (the rest queue, fairly by session), each session
+    # at most TFVIZ_JOBS_PER_SESSION, each run at most TFVIZ_JOB_MAX_MINUTES; the workers share
+    # all but one core, so the web server always has a core to answer with. check_budget: a run
+    # whose memory (TFVIZ_TRAIN_MEMORY_MB) or checkpoint (TFVIZ_CHECKPOINT_MB) would not fit is
+    # refused before it is queued; its checkpoint's estimate is reserved in the disk ledger.
+    disk.sweep_temp_files(older_than=disk.STARTUP_TEMP_AGE_S)  # what killed writers left
+    if limits.ray_address():  # a school's Ray cluster: runs, records and queue live there
+        return _ray_manager(limits.ray_address())
+    slots = limits.max_jobs()
+    executor = LocalProcessExecutor(db, workers=slots, warm=1)
+    executor.start()  # a warm worker: Start goes to the first step at once
+    manager = RunManager(open_store(db), executor, max_concurrent=slots,
+                         torch_threads=max(1, (cpu_count() - 1) // slots),
+                         per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
+                         check_budget=True, quota=disk.quota())
+    if any(j.state in ("queued", "running") for j in manager.jobs()):
+        executor.submit("")  # runs queued or interrupted before a restart: continue them
+    return manager
+
+
+def _ray_manager(address: str):
+    """Runs on the Ray cluster at ``address`` (``tfviz.train.ray_runs``, docs/deploy.md): the run
+    store is the cluster's actor (the quota's ledger too: ``disk.ledger``), so every app server
+    shows the same runs; a run trains in a Ray task (a GPU each where the cluster has them) and
+    outlives this server. The same limits as on one machine; as many runs at once as the cluster
+    has slots for."""
+    from tfviz import limits
+    from tfviz.classroom import disk
+    from tfviz.interop import from_pretrained
     from tfviz.train.ray_runs import connect
     from tfviz.train.runs import RunManager
-    from tfviz.train.store import Quota
 
-    store, executor = connect(address, open_folder=open_folder)
-    return RunManager(store, executor, max_concurrent=executor.capacity(),
-                      per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
-                      check_budget=True, quota=Quota(limits.disk_quota_bytes, disk.usage))
-
-
-def _warm_up() -> None:
-    """The first AdamW a process builds imports torch._dynamo: 2.4 s of CPU (20 s of wall time
-    at load average 14), all of it between a first Start and its first loss point. Done here,
-    in the background, when the Train page first opens."""
-    import torch
-
-    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
+    store, executor = connect(address, open_folder=from_pretrained)
+    manager = RunManager(store, executor, max_concurrent=executor.capacity(),
+                         per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
+                         check_budget=True, quota=disk.quota())
+    executor.submit("")  # runs queued or interrupted while no server was up: continue them
+    return manager
 
 
 def my_jobs():
@@ -78,5 +100,5 @@ def housekeeping() -> None:
     from tfviz.classroom import disk
 
     disk.touch(session_id())
-    busy = {j.owner for j in job_manager().jobs() if j.owner and j.snapshot().active}
+    busy = {r["owner"] for r in job_manager().store.list(active_only=True) if r["owner"]}
     disk.maintain(keep=busy)

@@ -88,21 +88,30 @@ def teacher_panel(where, ref: ModelRef) -> None:
 
 
 def _trainings() -> None:
-    """Every session's trainings, running and queued, each with a Stop button: the teacher can
-    free the server from a run that blocks the class (the job saves what it learned)."""
+    """Every run of the class (the run store's records: every session's, also from before a
+    restart), active ones first; Stop on any running or queued one (it saves what it learned),
+    and "Start next" on a queued one (it goes to the front of the queue)."""
     from .jobs import job_manager
     from .train_state import jobs_table, status
 
     manager = job_manager()
-    active = [j for j in manager.jobs() if j.snapshot().active]
+    runs = manager.jobs()
+    active = [j for j in runs if j.snapshot().active]
     st.markdown("**Trainings on this server**")
+    if not runs:
+        st.caption("None yet.")
+        return
+    ended = [j for j in runs if j not in active][-20:]  # the newest ended ones
+    st.dataframe(jobs_table(ended + active, owners=True), hide_index=True, key="teacher_jobs",
+                 column_order=("session", "run", "state"))
     if not active:
         st.caption("None running or queued.")
-        return
-    st.dataframe(jobs_table(active, owners=True), hide_index=True, key="teacher_jobs",
-                 column_order=("session", "run", "state"))
     for j in active:
         s = j.snapshot()
         if st.button(f"Stop {s.name} ({status(s)})", key=f"teacher_stop_{j.id}", icon=":material/stop:"):
             manager.stop(j.id)
             st.toast(f"Stopping {s.name}: it saves what it learned so far.")
+        if s.state == "queued" and (s.queue_position or 0) > 1 and st.button(
+                f"Start {s.name} next", key=f"teacher_front_{j.id}", icon=":material/vertical_align_top:"):
+            manager.move_to_front(j.id)
+            st.toast(f"{s.name} is first in the queue now.")

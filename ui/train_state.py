@@ -164,12 +164,10 @@ def unique_name(name: str) -> str:
 def submit(task, model_config, train_config, name: str, init: str | None = None) -> str:
     """Start a job of this session; ValueError (JobLimitError, BudgetError, QuotaError) when the
     server's limits refuse it, with the reason. ``init``: fine-tune the model of that folder
-    (``ui.finetune``; ``model_config`` is its config, for the estimates)."""
-    from tfviz.classroom.disk import check_room
-    from tfviz.train.budget import estimate
+    (``ui.finetune``; ``model_config`` is its config, for the estimates). Its checkpoint's
+    estimate is reserved in the disk ledger as it is queued (``tfviz.train.store``)."""
     from ui.session import session_id
 
-    check_room(estimate(model_config, train_config).checkpoint, "this training's checkpoint")
     name = unique_name(name)
     return job_manager().submit(model_config, task, train_config, owner=session_id(), name=name,
                                 checkpoint=trained_dir() / f"{name}.safetensors", init=init)
@@ -219,7 +217,9 @@ def jobs_table(jobs, owners: bool = False):
     for j in reversed(jobs):
         s = j.snapshot()
         acc = last(s.history, "val_accuracy")
-        rows.append({"run": s.name, "task": getattr(j.spec["task"], "name", str(j.spec["task"])),
+        task = j.spec["task"]
+        rows.append({"run": s.name, "task": task.get("name", "?") if isinstance(task, dict)
+                     else getattr(task, "name", str(task)),
                      "state": status(s), "progress": s.step / max(s.total_steps, 1),
                      "val acc": None if acc is None else round(acc, 3)})
         if owners:
@@ -313,4 +313,6 @@ def pattern_kinds(snapshot) -> dict[str, str]:
         label = ("cross-attention (decoder → source)" if where.attention == "cross_attn" else
                  f"{where.stack} self-attention" if where.stack else "self-attention")
         out.setdefault(label, where.template)
-    return out
+    # the order a reader meets them (a checkpoint stores the names sorted): encoder, decoder, cross
+    rank = {"encoder self-attention": 0, "decoder self-attention": 1, "self-attention": 1}
+    return dict(sorted(out.items(), key=lambda kv: rank.get(kv[0], 2)))

@@ -145,3 +145,14 @@ def start(at, **values) -> None:
         at.number_input(key=f"train_{key}").set_value(v)
     at.button(key="train_start").click().run()
     assert not problems(at), problems(at)
+
+
+def in_process_workers() -> None:
+    """The app's runs trained by worker threads of this test process (``ThreadExecutor``), so a
+    test can patch the training code: the process workers of this folder are let go first."""
+    from tfviz.train.executor import ThreadExecutor
+    from ui.jobs import job_manager
+
+    manager = job_manager()
+    manager.executor.shutdown()
+    manager.executor = ThreadExecutor(manager.store.path, workers=manager.max_concurrent, idle_s=2.0)

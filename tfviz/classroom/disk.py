@@ -8,7 +8,10 @@ sessions, and the sweep of temp files a killed process left behind.
 
 * ``check_room(need)``: every session's files together stay under ``TFVIZ_DISK_QUOTA_MB``
   (published and shipped models do not count); beyond it an upload or a training is refused with
-  a message saying how full the space is. One session's uploads also stay under
+  a message saying how full the space is. Files about to be written count too: the run store's
+  ledger (``tfviz.train.store``) holds each queued or running training's estimated checkpoint and
+  each upload being checked, reserved in one transaction (``reserve``, ``quota()``), so two
+  sessions cannot both pass the quota at the same moment. One session's uploads also stay under
   ``TFVIZ_SESSION_UPLOAD_MB`` (``tfviz.classroom.uploads``).
 * ``expire_idle()``: a session folder whose last activity is older than
   ``TFVIZ_SESSION_IDLE_DAYS`` is deleted (not one with a running job); published models live in
@@ -24,20 +27,19 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .. import limits, paths
+from ..train.store import Quota, QuotaError, open_store, quota_message
 
 MB = 2**20
 SEEN = ".seen"
 TEMP_AGE_S = 600.0
+STARTUP_TEMP_AGE_S = 60.0  # at a server's start: a writer still alive finishes within this
 MAINTAIN_EVERY_S = 3600.0
 TOUCH_EVERY_S = 60.0
-
-
-class QuotaError(ValueError):
-    """Not enough room left for a file; the message says how full the space is."""
 
 
 def private_dir(folder: Path) -> Path:
@@ -73,20 +75,43 @@ def usage() -> int:
     return _size(root) if root.is_dir() else 0
 
 
+def quota() -> Quota:
+    """The server-wide quota as the run store's ledger checks it: the limit, and the session
+    folders' bytes on disk (reservations are added by the store)."""
+    return Quota(limit=limits.disk_quota_bytes, usage=usage)
+
+
+def ledger():
+    """The run store whose ledger the quota counts: this checkpoint folder's, or on a school's Ray
+    cluster (``TFVIZ_RAY_ADDRESS``) the cluster's one, which every app server shares
+    (``tfviz.train.ray_runs``): trainings and uploads of every server reserve in one place."""
+    address = limits.ray_address()
+    if address:
+        from ..train.ray_runs import connect
+
+        return connect(address)[0]
+    return open_store()
+
+
 def check_room(need: int, what: str = "this file") -> None:
-    """QuotaError unless ``need`` more bytes fit in the server-wide quota."""
-    quota, used = limits.disk_quota_bytes(), usage()
-    if used + need > quota:
-        raise QuotaError(
-            f"the class's space for uploads and trained models is full: {used / MB:,.0f} of "
-            f"{quota / MB:,.0f} MB used, and {what} needs {max(need, 1) / MB:,.1f} MB more. Ask "
-            "your teacher to free space (files of idle sessions are deleted after "
-            f"{_days()}; TFVIZ_DISK_QUOTA_MB sets the space)")
+    """QuotaError unless ``need`` more bytes fit in the server-wide quota, counting the files on
+    disk and the bytes reserved for files being written (trainings, uploads)."""
+    limit, used = limits.disk_quota_bytes(), usage() + ledger().reserved()
+    if used + need > limit:
+        raise QuotaError(quota_message(used, limit, need, what))
 
 
-def _days() -> str:
-    seconds = limits.idle_seconds()
-    return "a while" if seconds is None else f"{seconds / 86400:g} idle days"
+@contextmanager
+def reserve(need: int, what: str, path: Path | None = None) -> Iterator[None]:
+    """Hold ``need`` bytes of the quota (QuotaError when they do not fit) while a file is written
+    (``path``: the file they are for, counted once it exists); released afterwards, when the file
+    counts itself."""
+    store, key = ledger(), f"file:{os.getpid()}:{threading.get_ident()}:{time.monotonic_ns()}"
+    store.reserve(key, need, quota(), what, None if path is None else str(path))
+    try:
+        yield
+    finally:
+        store.release(key)
 
 
 def touch(sid: str) -> None:

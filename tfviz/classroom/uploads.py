@@ -19,7 +19,7 @@ from .. import limits, paths
 from ..publish import safe_stem
 from ..storage import SUFFIX, CheckpointError
 from ..train.checkpoint import load_checkpoint
-from .disk import check_room, private_dir
+from .disk import private_dir, reserve
 
 MB = 2**20
 PICKLES = "pickles (.pt, .pth, .bin, .ckpt, .pkl) are never loaded"
@@ -44,12 +44,13 @@ def save_upload(folder: Path, name: str, data: bytes) -> Path:
     if have + len(data) > cap:
         raise ValueError(f"this session already keeps {have / MB:.0f} MB of uploads; the limit is "
                          f"{cap / MB:.0f} MB per session")
-    try:
-        check_room(len(data), shown)
+    tmp = folder / f".{uuid.uuid4().hex}.upload.tmp"  # hidden, not *.safetensors: never listed
+    try:  # the bytes are held in the run store's ledger while they are written and checked
+        held = reserve(len(data), shown, tmp)
+        held.__enter__()
     except ValueError as e:
         raise ValueError(f"{shown}: not kept: {e}") from None
     private_dir(folder)
-    tmp = folder / f".{uuid.uuid4().hex}.upload.tmp"  # hidden, not *.safetensors: never listed
     try:
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
             f.write(data)
@@ -67,4 +68,5 @@ def save_upload(folder: Path, name: str, data: bytes) -> Path:
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
+        held.__exit__(None, None, None)
     return final

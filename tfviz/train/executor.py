@@ -65,7 +65,7 @@ class LocalProcessExecutor:
             while len(self._procs) < min(n, self.workers):
                 self._procs.append(self._spawn())
 
-    def start(self) -> None:
+    def start(self, run_id: str = "") -> None:
         """The warm pool: ``warm`` workers waiting (each has paid for torch's import already)."""
         self.ensure(self.warm)
 
@@ -98,4 +98,42 @@ class LocalProcessExecutor:
                 p.wait(5)
 
 
-__all__ = ["Executor", "LocalProcessExecutor"]
+class ThreadExecutor:
+    """Workers as threads of this process (``tfviz.train.worker.serve``), each exiting after
+    ``idle_s`` idle: for tests that patch the training code in-process, and for debugging —
+    never for a web server (a fault in one run would take the server down)."""
+
+    def __init__(self, db: str | os.PathLike, workers: int = 1, *, idle_s: float = 5.0,
+                 open_folder=None):
+        self.db, self.workers, self.idle_s, self.open_folder = Path(db), int(workers), idle_s, open_folder
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+
+    def submit(self, run_id: str) -> None:
+        from .worker import serve
+
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            while len(self._threads) < self.workers:
+                t = threading.Thread(target=serve, args=(self.db,), daemon=True, name="tfviz-worker",
+                                     kwargs=dict(open_folder=self.open_folder, idle_s=self.idle_s,
+                                                 stopping=self._stopping))
+                t.start()
+                self._threads.append(t)
+
+    start = submit
+
+    def cancel(self, run_id: str) -> None:
+        pass
+
+    def alive(self) -> list[str]:
+        return [t.name for t in self._threads if t.is_alive()]
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        self._stopping.set()
+        for t in self._threads:
+            t.join(timeout)
+
+
+__all__ = ["Executor", "LocalProcessExecutor", "ThreadExecutor"]

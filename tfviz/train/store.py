@@ -445,9 +445,25 @@ class SqliteRunStore:
             db.execute("UPDATE runs SET priority = ? WHERE id = ? AND state = 'queued'", (top + 1, run_id))
 
 
+_OPEN: dict[tuple[str, int], SqliteRunStore] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_store(path: str | os.PathLike | None = None) -> SqliteRunStore:
+    """The store at ``path`` (default ``tfviz.paths.runs_db()``: this checkpoint folder's), one
+    object per file and process."""
+    from .. import paths
+
+    key = (str(Path(path or paths.runs_db()).resolve()), os.getpid())
+    with _OPEN_LOCK:
+        if key not in _OPEN:
+            _OPEN[key] = SqliteRunStore(key[0])
+        return _OPEN[key]
+
+
 def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
 __all__ = ["ACTIVE", "JobLimitError", "NewRun", "Quota", "QuotaError", "RunStore", "STATES",
-           "SqliteRunStore", "fair_order", "new_run_id", "owner_limit_message", "quota_message"]
+           "SqliteRunStore", "fair_order", "new_run_id", "open_store", "owner_limit_message", "quota_message"]

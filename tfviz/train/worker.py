@@ -208,14 +208,16 @@ def warm_up() -> None:
 
 
 def serve(db: str | os.PathLike, *, open_folder=None, idle_s: float | None = None,
-          parent: int | None = None, poll_s: float = 0.2, once: bool = False) -> int:
+          parent: int | None = None, poll_s: float = 0.2, once: bool = False,
+          stopping: threading.Event | None = None) -> int:
     """Claim and train runs until idle for ``idle_s`` (default ``TFVIZ_WORKER_IDLE_S``), or idle
     after ``parent`` (the process that started it) has gone, or SIGTERM (a running run is paused:
-    checkpointed and queued again). ``once``: one run, then return. -> runs trained."""
+    checkpointed and queued again), or ``stopping`` set. ``once``: one run, then return. -> runs
+    trained."""
     store = SqliteRunStore(db)
     worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
     idle_s = limits.worker_idle_seconds() if idle_s is None else idle_s
-    stopping = threading.Event()
+    stopping = stopping or threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     warm_up()
