@@ -90,6 +90,10 @@ class Servers:
             s.__exit__()
 
 
+def _no_runs(elements) -> bool:
+    return any(e.WhichOneof("type") == "alert" and "No runs yet" in e.alert.body for e in elements)
+
+
 def _find(elements, kind: str, label: str):
     for e in elements:
         if e.WhichOneof("type") == kind and getattr(e, kind).label == label:
@@ -132,12 +136,15 @@ async def session(i: int, sid: str, servers: Servers, monitor: Monitor, steps: i
                         rec["errors"] += shown
                         return
                     rec["accepted"] = True
-                while time.monotonic() < deadline and not monitor.ended(sid):
+                while True:
+                    if _no_runs(elements):  # e.g. after a reconnect to a restarted server
+                        rec["errors"].append("the Train page listed no runs for this session")
+                    if time.monotonic() >= deadline or monitor.ended(sid):
+                        return
                     await asyncio.sleep(poll)
                     took, elements = await s.run("train", [], timeout_s)
                     rec["pages"].append(took)
                     rec["errors"] += s.problems(elements)
-                return
         except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException) as e:
             rec["reconnects"] += 1  # its server died: a new one takes its place, same ?sid=
             rec.setdefault("reconnect_errors", []).append(type(e).__name__)

@@ -112,6 +112,16 @@ def _settings_env() -> dict[str, str]:
     return env
 
 
+def capacity(gpus: float, cpus: float) -> int:
+    """Runs the cluster can train at once: its GPUs (``gpus`` per run) or, without, its CPUs
+    (``cpus`` per run), as Ray counts them now (the store's slot count on a cluster; the actor
+    sets it again as nodes join or leave)."""
+    total = _ray().cluster_resources()
+    if gpus:
+        return max(1, int(total.get("GPU", 0) // gpus))
+    return max(1, int(total.get("CPU", 1) // cpus))
+
+
 # -------------------------------------------------------------------------------- in the cluster
 class StoreActor:
     """The run store of the cluster (made a Ray actor by ``store_actor``): a ``SqliteRunStore`` on
@@ -135,9 +145,7 @@ class StoreActor:
         # A warm pool, as on one machine: a worker process that has imported torch and built an
         # AdamW once (seconds) is kept by Ray and reused for the next task of this actor, so a
         # Start reaches its first step without that wait.
-        ray = _ray()
-        total = ray.cluster_resources().get("GPU" if self.gpus else "CPU", 0)
-        n = min(WARM_MAX, int(total // (self.gpus or self.cpus)))
+        n = min(WARM_MAX, capacity(self.gpus, self.cpus))
         self._warm = [_remote(_warm_task).options(num_cpus=self.cpus, num_gpus=self.gpus).remote()
                       for _ in range(n)]
 
@@ -171,6 +179,9 @@ class StoreActor:
         with self._lock:
             if open_folder is not None:
                 self.open_folder = open_folder
+            slots = capacity(self.gpus, self.cpus)  # the cluster now: nodes come and go
+            if slots != self.store.slots():
+                self.store.set_slots(slots)
             live = self._live()
             runs = self.store.list(active_only=True)
             queued = sum(r["state"] == "queued" for r in runs)
@@ -309,12 +320,7 @@ class RayExecutor:
         self.gpus, self.cpus = info["gpus"], info["cpus"]
 
     def capacity(self) -> int:
-        """Runs the cluster can train at once: its GPUs (one per run) or its CPUs (``cpus`` per
-        run), as Ray counts them now."""
-        total = self._ray.cluster_resources()
-        if self.gpus:
-            return max(1, int(total.get("GPU", 0) // self.gpus))
-        return max(1, int(total.get("CPU", 1) // self.cpus))
+        return capacity(self.gpus, self.cpus)
 
     def submit(self, run_id: str) -> None:
         self._ray.get(self._actor.top_up.remote(self.open_folder))
@@ -448,5 +454,5 @@ class LocalCluster:
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
-__all__ = ["ACTOR", "NAMESPACE", "LocalCluster", "RayExecutor", "RayRunStore", "StoreActor",
+__all__ = ["ACTOR", "NAMESPACE", "LocalCluster", "capacity", "RayExecutor", "RayRunStore", "StoreActor",
            "connect", "network_filesystem", "store_actor"]
