@@ -212,3 +212,17 @@ def test_limits_quota_and_stop_hold_on_the_cluster(runs, cluster):
         snap = job.snapshot()
         assert snap.state == "stopped" and 0 < snap.step < 100_000, snap.message
         assert load_checkpoint(snap.checkpoint).step == snap.step  # saved on Stop, resumable
+
+
+def test_the_cluster_store_answers_every_method_of_the_run_store():
+    """RayRunStore forwards each RunStore method the app and the workers call (a method the
+    local store gains must be added here too, or the page fails only on a cluster)."""
+    import inspect
+
+    from tfviz.train.ray_runs import STORE_METHODS, RayRunStore
+    from tfviz.train.store import SqliteRunStore
+
+    public = {n for n, f in inspect.getmembers(SqliteRunStore, inspect.isfunction)
+              if not n.startswith("_") and n != "close"}
+    assert public <= STORE_METHODS, f"not forwarded to the cluster's store: {sorted(public - STORE_METHODS)}"
+    assert all(callable(getattr(RayRunStore, n, None)) for n in STORE_METHODS)

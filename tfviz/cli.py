@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", help="checkpoint path (NAME or NAME.safetensors)")
     t.add_argument("--resume", metavar="PATH", help="continue training from a checkpoint")
     t.add_argument("--quiet", action="store_true", help="no progress output")
+    t.add_argument("--queue", action="store_true",
+                   help="train through the run store of $TFVIZ_CHECKPOINT_DIR (like the app: a worker "
+                        "process, the shared queue and quota; survives this command's end) and follow it")
     i = sub.add_parser("info", help="print a checkpoint's card")
     i.add_argument("path")
     sub.add_parser("tasks", help="list the available tasks")
@@ -86,6 +89,46 @@ def _parser() -> argparse.ArgumentParser:
                    help="exit once idle after this process (the app server) has gone")
     w.add_argument("--once", action="store_true", help="train one run, then exit")
     return p
+
+
+def _queue(task, model_config, cfg, out, resume, quiet: bool) -> int:
+    """``train --queue``: the run goes to the run store (``tfviz.train.runs``) and a worker trains
+    it; this command follows its record (Ctrl-C asks it to stop, which saves a checkpoint)."""
+    from pathlib import Path
+
+    from . import limits
+    from .paths import runs_db
+    from .train.executor import LocalProcessExecutor
+    from .train.loop import Event
+    from .train.runs import RunManager
+    from .train.store import open_store, session_quota
+
+    executor = LocalProcessExecutor(runs_db(), workers=limits.max_jobs())
+    manager = RunManager(open_store(), executor, max_concurrent=limits.max_jobs(), quota=session_quota(),
+                         torch_threads=max(1, (cpu_count() - 1) // limits.max_jobs()))
+    try:
+        run_id = manager.submit(model_config, task, cfg, checkpoint=out, resume=resume,
+                                name=Path(str(out)).stem)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    progress, seen = Progress(cfg.steps, quiet=quiet), 0
+    job = manager.get(run_id)
+    if not quiet:
+        print(f"queued as run {run_id} in {runs_db()}; checkpoint -> {out}")
+    try:
+        while (s := job.snapshot()).active:
+            for m in s.history[seen:]:
+                progress(Event("metrics", int(m["step"]), metrics=m))
+            seen = len(s.history)
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        manager.stop(run_id)
+        job.wait(120)
+        s = job.snapshot()
+    progress.close()
+    print(s.error or s.message)
+    return 0 if s.state in ("done", "stopped") else 1
 
 
 def _worker(args) -> int:
@@ -173,6 +216,8 @@ def _train(args, parser: argparse.ArgumentParser) -> int:
         shutdown_distributed()
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.queue:
+        return _queue(task, model.config, cfg, out, args.resume if resume is not None else None, args.quiet)
     quiet = args.quiet or not d.main
     progress = Progress(cfg.steps, quiet=quiet)
     if not quiet:

@@ -127,6 +127,18 @@ def file_mode(folder: Path) -> int:
     return 0o600 if private else 0o666
 
 
+def folder_bytes(folder: Path) -> int:
+    """Bytes of every file under ``folder`` (links not followed; files vanishing meanwhile skipped)."""
+    total = 0
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass  # deleted meanwhile
+    return total
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a crash leaves either the old file or the new one (a
     killed process may leave the hidden ``.NAME.XXXXXXXX.tmp``: never listed, swept by

@@ -68,8 +68,11 @@ def prepare(pre) -> threading.Thread:
     """Generate the preset task's examples in a background thread (once per server) while the
     student reads the form, so that Start goes straight to the first step: building the coref
     task took 8.5 s at load average 12, all of it before the first loss point. A Start pressed
-    sooner waits for the same build (tasks build once, under a lock)."""
-    return _preparing(json.dumps({"name": pre.task, **pre.task_params}, sort_keys=True))
+    sooner waits for the same build (tasks build once, under a lock). The run store's idle
+    workers are asked to build it too (they train it, in their own processes)."""
+    spec = {"name": pre.task, **pre.task_params}
+    job_manager().prepare(spec)
+    return _preparing(json.dumps(spec, sort_keys=True))
 
 
 FORM_KEYS = ("task", "kind", "preset", "arch", "pos", "d_model", "n_layers", "n_heads", "attn_kind",

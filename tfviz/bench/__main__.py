@@ -1,9 +1,10 @@
-"""python -m tfviz.bench {model,attention,kvcache,presets,hf} [options]"""
+"""python -m tfviz.bench {model,attention,kvcache,presets,hf,runs} [options]"""
 import importlib
 import sys
 
 COMMANDS = {"model": "tfviz.bench.model", "attention": "tfviz.bench.attention",
-            "kvcache": "tfviz.bench.kvcache", "presets": "tfviz.bench.presets", "hf": "tfviz.bench.hf"}
+            "kvcache": "tfviz.bench.kvcache", "presets": "tfviz.bench.presets", "hf": "tfviz.bench.hf",
+            "runs": "tfviz.bench.runs"}
 
 
 def main(argv: list[str] | None = None) -> int:

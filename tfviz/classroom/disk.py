@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import limits, paths
-from ..train.store import Quota, QuotaError, open_store, quota_message
+from ..train.store import Quota, QuotaError, open_store, quota_message, session_quota, sessions_usage
 
 MB = 2**20
 SEEN = ".seen"
@@ -58,27 +58,15 @@ def private_dir(folder: Path) -> Path:
     return folder
 
 
-def _size(folder: Path) -> int:
-    total = 0
-    for dirpath, _, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass  # deleted meanwhile
-    return total
-
-
 def usage() -> int:
     """Bytes of every session's files together."""
-    root = paths.sessions_dir()
-    return _size(root) if root.is_dir() else 0
+    return sessions_usage()
 
 
 def quota() -> Quota:
     """The server-wide quota as the run store's ledger checks it: the limit, and the session
     folders' bytes on disk (reservations are added by the store)."""
-    return Quota(limit=limits.disk_quota_bytes, usage=usage)
+    return session_quota()
 
 
 def ledger():

@@ -54,7 +54,7 @@ KEEP_S = 2.0  # how often the actor re-queues runs of dead workers and tops up t
 STORE_METHODS = frozenset({
     "insert", "get", "list", "queue_order", "claim", "renew", "progress", "finish", "requeue",
     "request_stop", "move_to_front", "set_slots", "slots", "reserve", "release", "reserved",
-    "remove", "requeue_dead"})
+    "remove", "requeue_dead", "prepare_hints", "hint_prepare"})
 NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "glusterfs",
                        "lustre", "ceph", "fuse.ceph", "beegfs", "gpfs", "fuse.s3fs", "fuse.gcsfuse",
                        "fuse.juicefs", "afs", "davfs")
@@ -309,6 +309,12 @@ class RayRunStore:
 
     def requeue_dead(self):
         return self._call("requeue_dead")
+
+    def prepare_hints(self):
+        return self._call("prepare_hints")
+
+    def hint_prepare(self, spec, keep=16):
+        return self._call("hint_prepare", spec, keep)
 
 
 class RayExecutor:

@@ -31,13 +31,22 @@ _SNAPSHOTS_LOCK = threading.Lock()
 
 
 def _task_spec(task: Any) -> dict:
-    if isinstance(task, str):
-        return {"name": task}
-    if isinstance(task, dict):
-        return dict(task)
-    if hasattr(task, "spec"):
+    """A run's task as data, in the registry's full form (seed included: a worker's cached task
+    and a hinted one are the same entry); a spec the registry refuses is kept as given, for the
+    worker to report as the run's error."""
+    if hasattr(task, "spec") and not isinstance(task, (str, dict)):
         return task.spec()
-    raise ValueError(f"a run's task is a name, a spec dict or a Task, not {type(task).__name__}")
+    if not isinstance(task, (str, dict)):
+        raise ValueError(f"a run's task is a name, a spec dict or a Task, not {type(task).__name__}")
+    spec = {"name": task} if isinstance(task, str) else dict(task)
+    if spec.get("tokenizer") == "given":
+        return spec
+    from ..tasks import make_task
+
+    try:
+        return make_task(spec).spec()
+    except (TypeError, ValueError):
+        return spec
 
 
 class RunJob:
@@ -181,6 +190,10 @@ class RunManager:
         if self.per_owner is None:
             return None
         return max(0, self.per_owner - len(self.store.list(owner=owner, active_only=True)))
+
+    def prepare(self, task) -> None:
+        """A run of ``task`` may come soon: idle workers generate its examples now."""
+        self.store.hint_prepare(_task_spec(task))
 
     # -- reading ---------------------------------------------------------------------------------
     def get(self, job_id: str) -> RunJob:

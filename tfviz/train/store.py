@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -99,6 +100,20 @@ class Quota:
     usage: Callable[[], int]
 
 
+def sessions_usage() -> int:
+    """Bytes of every session's files together (``tfviz.paths.sessions_dir``)."""
+    from .. import paths, storage
+
+    root = paths.sessions_dir()
+    return storage.folder_bytes(root) if root.is_dir() else 0
+
+
+def session_quota() -> Quota:
+    """The class's quota: ``TFVIZ_DISK_QUOTA_MB`` over every session's files (published and
+    shipped models do not count); the store adds what is reserved."""
+    return Quota(limit=limits.disk_quota_bytes, usage=sessions_usage)
+
+
 @dataclass(frozen=True)
 class NewRun:
     """What ``RunStore.insert`` needs for one run."""
@@ -135,6 +150,20 @@ class RunStore(Protocol):
 
 def _now() -> float:
     return time.time()
+
+
+def _gone(worker: str | None) -> bool:
+    """A worker id ("host:pid:tag") of this machine whose process has ended."""
+    try:
+        host, pid, _ = (worker or "").split(":")
+        if host != socket.gethostname():
+            return False
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, PermissionError, OSError):
+        return False
+    return False
 
 
 def _decode(row: sqlite3.Row) -> dict[str, Any]:
@@ -322,12 +351,29 @@ class SqliteRunStore:
         row = (db or self._db()).execute("SELECT value FROM settings WHERE key = 'slots'").fetchone()
         return int(row[0]) if row else limits.max_jobs()
 
+    def prepare_hints(self) -> list[dict]:
+        """Task specs a run may soon need (the Train page's chosen preset): idle workers generate
+        their examples ahead, so a Start goes straight to the first step."""
+        row = self._db().execute("SELECT value FROM settings WHERE key = 'prepare'").fetchone()
+        return json.loads(row[0]) if row else []
+
+    def hint_prepare(self, spec: dict, keep: int = 16) -> None:
+        if spec in self.prepare_hints():
+            return
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM settings WHERE key = 'prepare'").fetchone()
+            hints = [h for h in (json.loads(row[0]) if row else []) if h != spec][-(keep - 1):] + [spec]
+            db.execute("INSERT OR REPLACE INTO settings VALUES ('prepare', ?)", (json.dumps(hints),))
+
     # -- workers ---------------------------------------------------------------------------------
     def _requeue_dead(self, db) -> list[str]:
-        """Runs whose worker stopped renewing its lease (killed, crashed, machine gone): back to
+        """Runs whose worker stopped renewing its lease (killed, crashed, machine gone), or whose
+        worker process on this machine no longer exists (no need to wait for its lease): back to
         the queue, to resume from their last complete checkpoint."""
-        dead = [r["id"] for r in db.execute(
-            "SELECT id FROM runs WHERE state = 'running' AND lease < ?", (_now(),))]
+        now, dead = _now(), []
+        for r in db.execute("SELECT id, worker, lease FROM runs WHERE state = 'running'"):
+            if (r["lease"] or 0) < now or _gone(r["worker"]):
+                dead.append(r["id"])
         for run_id in dead:
             db.execute("UPDATE runs SET state = 'queued', worker = NULL, lease = NULL, "
                        "resume_from = checkpoint, message = 'interrupted (its worker stopped): it "
@@ -466,4 +512,4 @@ def new_run_id() -> str:
 
 
 __all__ = ["ACTIVE", "JobLimitError", "NewRun", "Quota", "QuotaError", "RunStore", "STATES",
-           "SqliteRunStore", "fair_order", "new_run_id", "open_store", "owner_limit_message", "quota_message"]
+           "SqliteRunStore", "fair_order", "new_run_id", "open_store", "session_quota", "sessions_usage", "owner_limit_message", "quota_message"]

@@ -207,6 +207,24 @@ def warm_up() -> None:
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
 
 
+def _prepare(store: SqliteRunStore, prepared: list) -> None:
+    """Generate the examples of one task the store hints at (``RunManager.prepare``), once."""
+    from ..tasks import cached_task
+
+    try:
+        todo = [h for h in store.prepare_hints() if h not in prepared]
+    except Exception:  # noqa: BLE001 - a busy database: next time
+        return
+    if todo:
+        prepared.append(todo[-1])
+        try:
+            task = cached_task(todo[-1])
+            for split in ("train", "validation"):
+                task.examples(split)
+        except Exception:  # noqa: BLE001 - a bad hint is the run's error to report, not ours
+            pass
+
+
 def serve(db: str | os.PathLike, *, open_folder=None, idle_s: float | None = None,
           parent: int | None = None, poll_s: float = 0.2, once: bool = False,
           stopping: threading.Event | None = None) -> int:
@@ -221,7 +239,7 @@ def serve(db: str | os.PathLike, *, open_folder=None, idle_s: float | None = Non
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     warm_up()
-    last, n = time.monotonic(), 0
+    last, n, prepared = time.monotonic(), 0, []
     while not stopping.is_set():
         rec = store.claim(worker)
         if rec is not None:
@@ -232,5 +250,6 @@ def serve(db: str | os.PathLike, *, open_folder=None, idle_s: float | None = Non
             continue
         if time.monotonic() - last > idle_s or (parent is not None and os.getppid() != parent):
             break
+        _prepare(store, prepared)
         stopping.wait(poll_s)
     return n
