@@ -188,7 +188,7 @@ def test_a_killed_ray_worker_resumes_from_its_last_checkpoint(runs, cluster):
     assert [h["step"] for h in rec["history"]] == sorted({h["step"] for h in rec["history"]})
 
 
-def test_limits_quota_and_stop_hold_on_the_cluster(runs, cluster):
+def test_limits_quota_front_and_stop_hold_on_the_cluster(runs, cluster):
     from tfviz.train.checkpoint import load_checkpoint
     from tfviz.train.runs import RunManager
     from tfviz.train.store import JobLimitError, Quota, QuotaError
@@ -205,7 +205,21 @@ def test_limits_quota_and_stop_hold_on_the_cluster(runs, cluster):
     assert runs.jobs(owner="frank") == []  # refused in the transaction that would have queued it
     for run_id in ids:
         wait_for(lambda: runs.get(run_id).snapshot().step > 0, what=f"{run_id} training")
+    # both slots taken: two more sessions wait; the teacher moves the later one to the front.
+    # (The fair queue may pause one of erin's two runs meanwhile to start a waiting session's:
+    # then the front one starts first.)
+    gina, hank = [runs.submit(model_config(), TASK, train_config(100_000), owner=o,
+                              checkpoint=ck / f"{o}.safetensors") for o in ("gina", "hank")]
+    runs.move_to_front(hank)
+    gina_ran = runs.get(gina).snapshot().state == "running"  # read first: hank starts before gina
+    hank_ran = runs.get(hank).snapshot().state == "running"
+    order = runs.store.queue_order()
+    assert hank_ran or order[0] == hank, order
+    assert not (gina_ran and hank in order), order
+    for run_id in (gina, hank, *ids):
         assert runs.stop(run_id)
+    for run_id in (gina, hank):
+        assert runs.get(run_id).wait(DEADLINE_S)
     for run_id in ids:
         job = runs.get(run_id)
         assert job.wait(DEADLINE_S)
