@@ -211,10 +211,10 @@ def test_limits_quota_front_and_stop_hold_on_the_cluster(runs, cluster):
     gina, hank = [runs.submit(model_config(), TASK, train_config(100_000), owner=o,
                               checkpoint=ck / f"{o}.safetensors") for o in ("gina", "hank")]
     runs.move_to_front(hank)
-    gina_ran = runs.get(gina).snapshot().state == "running"  # read first: hank starts before gina
-    hank_ran = runs.get(hank).snapshot().state == "running"
-    order = runs.store.queue_order()
-    assert hank_ran or order[0] == hank, order
+    gina_ran = runs.get(gina).snapshot().state == "running"  # read in this order: hank starts
+    order = runs.store.queue_order()                         # before gina, and once started it
+    hank_ran = runs.get(hank).snapshot().state == "running"  # stays running until stopped
+    assert order[0] == hank if hank in order else hank_ran, order
     assert not (gina_ran and hank in order), order
     for run_id in (gina, hank, *ids):
         assert runs.stop(run_id)
