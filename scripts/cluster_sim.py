@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -233,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=1200.0, help="seconds for the whole simulation")
     ap.add_argument("--kill-server-at", type=float, help="kill -9 server 0 after this many seconds")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--keep", action="store_true", help="keep the temp folder (server logs, store)")
     args = ap.parse_args(argv)
 
     from tfviz.train.ray_runs import LocalCluster, connect
@@ -259,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
             monitor.stop.set()
             servers.close()
     summary = summarise(out, records, args)
-    summary["server_logs"] = str(root / "logs")
+    if args.keep:
+        summary["server_logs"] = str(root / "logs")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({k: v for k, v in summary.items() if k not in ("per_session",)}, indent=1))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
