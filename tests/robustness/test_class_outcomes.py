@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from apptest_helpers import messages, my_jobs, poll, problems
+from apptest_helpers import messages, my_jobs, poll, problems, stop_all
 from robust_helpers import edit_header, edit_meta, header_of, session_files, start
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,6 +161,32 @@ def test_the_teacher_sees_and_stops_every_sessions_training(app, classroom, trai
     assert job.wait(TIMEOUT_S) and job.snapshot().state == "stopped"
     student = app("attention", model=classroom["tiny-coref"])  # a student without the key sees none of it
     assert not [b for b in student.button if (b.key or "").startswith("teacher_stop")]
+
+
+def test_the_teacher_moves_a_queued_run_to_the_front(app, classroom, train, monkeypatch):
+    """Issue 23: one slot; a student's second run waits behind another session's (that session
+    has nothing running: it goes first); the teacher's "Start next" puts it at the front."""
+    from ui.jobs import job_manager
+
+    monkeypatch.setenv("TFVIZ_TEACHER_KEY", KEY)
+    monkeypatch.setattr(job_manager(), "max_concurrent", 1)
+    tiny = dict(steps=1_000_000, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2, batch_size=4)
+    start(train, **tiny)
+    start(train, **tiny)
+    other = app("train")
+    try:
+        start(other, **tiny)
+        first, second = my_jobs(train)
+        theirs = my_jobs(other)[0]
+        poll(train, lambda at: first.snapshot().state == "running")
+        assert theirs.snapshot().queue_position == 1 and second.snapshot().queue_position == 2
+        teacher = app("attention", model=classroom["tiny-coref"])
+        teacher.text_input(key="teacher_key").input(KEY).run()
+        teacher.button(key=f"teacher_front_{second.id}").click().run()
+        assert not problems(teacher)
+        assert second.snapshot().queue_position == 1 and theirs.snapshot().queue_position == 2
+    finally:
+        stop_all(other)
 
 
 # ------------------------------------------------------------------ item 6: disk

@@ -24,7 +24,7 @@ from .. import paths
 from .budget import check_training, estimate
 from .config import TrainConfig
 from .jobs import JobSnapshot
-from .store import ACTIVE, NewRun, Quota, SqliteRunStore, new_run_id
+from .store import ACTIVE, NewRun, Quota, RunStore, new_run_id
 
 _SNAPSHOTS: dict[tuple[str, float], list] = {}
 _SNAPSHOTS_LOCK = threading.Lock()
@@ -118,7 +118,7 @@ class RunJob:
 
 
 class RunManager:
-    def __init__(self, store: SqliteRunStore, executor=None, max_concurrent: int = 1,
+    def __init__(self, store: RunStore, executor=None, max_concurrent: int = 1,
                  torch_threads: int | None = None, *, per_owner: int | None = None,
                  max_seconds: float | None = None, check_budget: bool = False,
                  quota: Quota | None = None):
