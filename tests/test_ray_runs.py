@@ -234,9 +234,13 @@ def test_the_cluster_store_answers_every_method_of_the_run_store():
     import inspect
 
     from tfviz.train.ray_runs import STORE_METHODS, RayRunStore
-    from tfviz.train.store import SqliteRunStore
+    from tfviz.train.store import RunStore, SqliteRunStore
 
+    protocol = {n for n, f in vars(RunStore).items() if inspect.isfunction(f) and not n.startswith("_")}
     public = {n for n, f in inspect.getmembers(SqliteRunStore, inspect.isfunction)
               if not n.startswith("_") and n != "close"}
+    assert protocol and protocol <= public
     assert public <= STORE_METHODS, f"not forwarded to the cluster's store: {sorted(public - STORE_METHODS)}"
-    assert all(callable(getattr(RayRunStore, n, None)) for n in STORE_METHODS)
+    for name in protocol:  # the same parameters as the protocol says
+        ours, theirs = inspect.signature(getattr(RayRunStore, name)), inspect.signature(getattr(RunStore, name))
+        assert list(ours.parameters) == list(theirs.parameters), name
