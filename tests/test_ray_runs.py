@@ -103,6 +103,20 @@ def test_one_machine_never_imports_ray():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_an_unreachable_cluster_is_a_clear_error_at_once():
+    import socket
+
+    from tfviz.train.ray_runs import connect
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="no Ray cluster answers at '127.0.0.1:"):
+        connect(f"127.0.0.1:{port}")
+    assert time.monotonic() - t0 < 60  # not ray.init's minutes of retrying
+
+
 def test_the_cluster_store_is_never_put_on_a_network_filesystem():
     from tfviz.train.ray_runs import network_filesystem
 

@@ -49,6 +49,7 @@ from .. import paths
 NAMESPACE = "tfviz"
 ACTOR = "tfviz-runs"
 WARM_MAX = 8  # worker processes warmed when the store starts (at most one per slot)
+CONNECT_TIMEOUT_S = 5.0  # an app server gives up on an unreachable cluster after this
 KEEP_S = 2.0  # how often the actor re-queues runs of dead workers and tops up the tasks
 # The RunStore methods the actor serves (nothing else of the store object is reachable).
 STORE_METHODS = frozenset({
@@ -356,6 +357,20 @@ def store_actor(gpus: float | None = None, cpus: float = 1.0):
     ).remote(None, gpus, cpus)
 
 
+def _check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """RuntimeError unless something accepts a connection at ``address`` ("host:port"; "auto"
+    and "ray://..." are left to Ray)."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as e:
+        raise RuntimeError(f"no Ray cluster answers at {address!r} (TFVIZ_RAY_ADDRESS): {e}. Start its "
+                           "head (docs/deploy.md), or unset TFVIZ_RAY_ADDRESS to train on this machine"
+                           ) from None
+
+
 _CONNECTED: dict[str, tuple] = {}
 _CONNECT_LOCK = threading.Lock()
 
@@ -363,7 +378,9 @@ _CONNECT_LOCK = threading.Lock()
 def connect(address: str, *, open_folder: Callable[[Any], Any] | None = None
             ) -> tuple[RayRunStore, RayExecutor]:
     """Join the cluster at ``address`` ("auto", or the head's "host:port") as a driver, and get
-    its run store and executor (one pair per process and address)."""
+    its run store and executor (one pair per process and address). RuntimeError at once when
+    nothing answers at ``address`` (``ray.init`` itself would wait for minutes)."""
+    _check_reachable(address)
     ray = _ray()
     with _CONNECT_LOCK:
         if address not in _CONNECTED or not ray.is_initialized():
