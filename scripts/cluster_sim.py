@@ -120,6 +120,8 @@ async def session(i: int, sid: str, servers: Servers, monitor: Monitor, steps: i
                 s.query = f"sid={sid}"
                 took, elements = await s.run("train", [], timeout_s)
                 rec["pages"].append(took)
+                if not rec["accepted"] and sid in monitor.records:
+                    rec["accepted"] = True  # its Start went through before its server died
                 if not rec["accepted"]:
                     box, warm = _find(elements, "number_input", "Steps"), _find(elements, "number_input", "Warmup steps")
                     start = _find(elements, "button", "Start training")
