@@ -258,3 +258,24 @@ def test_the_cluster_store_answers_every_method_of_the_run_store():
     for name in protocol:  # the same parameters as the protocol says
         ours, theirs = inspect.signature(getattr(RayRunStore, name)), inspect.signature(getattr(RunStore, name))
         assert list(ours.parameters) == list(theirs.parameters), name
+
+
+def test_the_train_page_trains_on_the_cluster(runs, cluster, monkeypatch):
+    """TFVIZ_RAY_ADDRESS set: the Train page's Start goes to the cluster (ui.jobs' Ray branch), the
+    page follows the run from the cluster's store, and the run is in the same store every other
+    app server reads."""
+    from apptest_helpers import messages, open_page, poll
+
+    monkeypatch.setenv("TFVIZ_RAY_ADDRESS", cluster[0])
+    at = open_page("train")
+    at.number_input(key="train_steps").set_value(20)
+    at.number_input(key="train_warmup").set_value(2)
+    at.button(key="train_start").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    sid = at.session_state["sid"]
+    [rec] = runs.store.list(owner=sid)  # the cluster's store, as this test's own driver reads it
+    assert rec["total_steps"] == 20
+    poll(at, lambda at: "Saved as" in messages(at), timeout=DEADLINE_S)
+    rec = runs.store.get(rec["id"])
+    assert (rec["state"], rec["step"]) == ("done", 20)
+    assert Path(rec["checkpoint"]).is_relative_to(cluster[1] / "ck")  # the shared folder
