@@ -22,7 +22,7 @@ from conftest import REPO, _free_port
 from playwright.sync_api import expect
 
 SID = "0123456789ab"
-STEPS = 400
+STEPS = 1000
 
 
 def _start(folder: Path, log: Path) -> tuple[subprocess.Popen, str]:
@@ -68,6 +68,7 @@ def test_a_run_survives_kill_9_of_the_server_and_its_worker(browser, tiny_zoo, t
         context, page = _open_train(browser, url)
         main = page.locator("[data-testid='stMain']")
         select(page, main, "Task", "copy")
+        expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(r"^copy-"))  # the preset
         settle(page)
         page.get_by_label("Steps", exact=True).fill(str(STEPS))
         page.get_by_label("Warmup steps").fill("5")
