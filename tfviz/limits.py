@@ -38,6 +38,9 @@ environment variable each, read when asked (so a server, or a test, sets them be
     MIN_TEACHER_KEY            12        characters a TFVIZ_TEACHER_KEY must have to enable the
                                          Teacher panel (e.g. ``python -c "import secrets;
                                          print(secrets.token_urlsafe(12))"``: 16 characters)
+    TFVIZ_RAY_ADDRESS          (unset)   a Ray cluster to train on ("auto", or the head's host:port):
+                                         runs, their records and the queue go there
+                                         (``tfviz.train.ray_runs``, docs/deploy.md); unset = this machine
 """
 from __future__ import annotations
 
@@ -144,3 +147,8 @@ def model_cache_bytes(total_ram: int | None = None) -> int:
         except (ValueError, OSError, AttributeError):
             total_ram = 8 * 2**30
     return int(min(2048 * MB, 0.15 * total_ram))
+
+
+def ray_address() -> str | None:
+    """The Ray cluster runs train on (``TFVIZ_RAY_ADDRESS``), None: worker processes on this machine."""
+    return os.environ.get("TFVIZ_RAY_ADDRESS", "").strip() or None

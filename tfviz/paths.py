@@ -10,6 +10,9 @@ absolute (never relative to the working directory).
     bench_dir()        <repo>/docs/bench                                reference benchmark CSVs
     models_dir()       $TFVIZ_MODELS_DIR, else <repo>/models            Hugging Face model folders to
                                                                         open (tfviz.interop; git-ignored)
+    ray_store_dir()    $TFVIZ_RAY_STORE_DIR, else                       the run store of a Ray cluster
+                       ~/.local/share/tfviz/ray                         (TFVIZ_RAY_ADDRESS): read on the
+                                                                        head node, a local disk, never shared
     hf_cache_dir()     $HF_HUB_CACHE, else $HF_HOME/hub, else           the local Hugging Face cache
                        ~/.cache/huggingface/hub                         (read only, never downloaded to)
     session_dir(sid)   <checkpoint_dir>/user/<sid>                      one session's trained/, uploaded/
@@ -66,6 +69,12 @@ def bench_dir() -> Path:
 
 def models_dir() -> Path:
     return _from_env("TFVIZ_MODELS_DIR", REPO / "models")
+
+
+def ray_store_dir() -> Path:
+    """Where a Ray cluster's run store (``tfviz.train.ray_runs``) keeps its SQLite file: resolved
+    by the store's actor on the head node, so a folder on that node's own disk."""
+    return _from_env("TFVIZ_RAY_STORE_DIR", Path("~/.local/share/tfviz/ray").expanduser())
 
 
 def hf_cache_dir() -> Path:

@@ -52,6 +52,8 @@ def _new_manager(db: str):
     # whose memory (TFVIZ_TRAIN_MEMORY_MB) or checkpoint (TFVIZ_CHECKPOINT_MB) would not fit is
     # refused before it is queued; its checkpoint's estimate is reserved in the disk ledger.
     disk.sweep_temp_files(older_than=disk.STARTUP_TEMP_AGE_S)  # what killed writers left
+    if limits.ray_address():  # a school's Ray cluster: runs, records and queue live there
+        return _ray_manager(limits.ray_address())
     slots = limits.max_jobs()
     executor = LocalProcessExecutor(db, workers=slots, warm=1)
     executor.start()  # a warm worker: Start goes to the first step at once
@@ -61,6 +63,26 @@ def _new_manager(db: str):
                          check_budget=True, quota=disk.quota())
     if any(j.state in ("queued", "running") for j in manager.jobs()):
         executor.submit("")  # runs queued or interrupted before a restart: continue them
+    return manager
+
+
+def _ray_manager(address: str):
+    """Runs on the Ray cluster at ``address`` (``tfviz.train.ray_runs``, docs/deploy.md): the run
+    store is the cluster's actor (the quota's ledger too: ``disk.ledger``), so every app server
+    shows the same runs; a run trains in a Ray task (a GPU each where the cluster has them) and
+    outlives this server. The same limits as on one machine; as many runs at once as the cluster
+    has slots for."""
+    from tfviz import limits
+    from tfviz.classroom import disk
+    from tfviz.interop import from_pretrained
+    from tfviz.train.ray_runs import connect
+    from tfviz.train.runs import RunManager
+
+    store, executor = connect(address, open_folder=from_pretrained)
+    manager = RunManager(store, executor, max_concurrent=executor.capacity(),
+                         per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
+                         check_budget=True, quota=disk.quota())
+    executor.submit("")  # runs queued or interrupted while no server was up: continue them
     return manager
 
 

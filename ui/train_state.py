@@ -34,6 +34,12 @@ def trainable_tasks() -> list[str]:
 
 @st.cache_resource
 def cuda_available() -> bool:
+    """Whether runs train on a CUDA GPU (the form then offers the GPU presets): this machine's,
+    or on a Ray cluster (``TFVIZ_RAY_ADDRESS``) whether each run gets one of its GPUs."""
+    from tfviz import limits
+
+    if limits.ray_address():
+        return bool(job_manager().executor.gpus)
     from tfviz.device import cuda_available
 
     return cuda_available()

@@ -69,10 +69,22 @@ def quota() -> Quota:
     return session_quota()
 
 
+def ledger():
+    """The run store whose ledger the quota counts: this checkpoint folder's, or on a school's Ray
+    cluster (``TFVIZ_RAY_ADDRESS``) the cluster's one, which every app server shares
+    (``tfviz.train.ray_runs``): trainings and uploads of every server reserve in one place."""
+    address = limits.ray_address()
+    if address:
+        from ..train.ray_runs import connect
+
+        return connect(address)[0]
+    return open_store()
+
+
 def check_room(need: int, what: str = "this file") -> None:
     """QuotaError unless ``need`` more bytes fit in the server-wide quota, counting the files on
     disk and the bytes reserved for files being written (trainings, uploads)."""
-    limit, used = limits.disk_quota_bytes(), usage() + open_store().reserved()
+    limit, used = limits.disk_quota_bytes(), usage() + ledger().reserved()
     if used + need > limit:
         raise QuotaError(quota_message(used, limit, need, what))
 
@@ -82,7 +94,7 @@ def reserve(need: int, what: str, path: Path | None = None) -> Iterator[None]:
     """Hold ``need`` bytes of the quota (QuotaError when they do not fit) while a file is written
     (``path``: the file they are for, counted once it exists); released afterwards, when the file
     counts itself."""
-    store, key = open_store(), f"file:{os.getpid()}:{threading.get_ident()}:{time.monotonic_ns()}"
+    store, key = ledger(), f"file:{os.getpid()}:{threading.get_ident()}:{time.monotonic_ns()}"
     store.reserve(key, need, quota(), what, None if path is None else str(path))
     try:
         yield
