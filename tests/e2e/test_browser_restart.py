@@ -27,8 +27,13 @@ STEPS = 1000
 
 def _start(folder: Path, log: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
+    # no model folders: the session's server fixture points TFVIZ_MODELS_DIR at a tiny GPT-2 in
+    # this process's environment, and its fine-tune panel has a second "Batch size"
+    empty = folder.parent / "no-models"
+    empty.mkdir(exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TFVIZ_CHECKPOINT_DIR": str(folder),
-           "TFVIZ_CHECKPOINT_SECONDS": "0.5", "TFVIZ_RUN_LEASE_S": "3"}
+           "TFVIZ_CHECKPOINT_SECONDS": "0.5", "TFVIZ_RUN_LEASE_S": "3",
+           "TFVIZ_MODELS_DIR": str(empty), "HF_HUB_CACHE": str(empty)}
     with open(log, "a") as out:
         proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless",
                                  "true", "--server.port", str(port), "--server.address", "127.0.0.1",
@@ -70,9 +75,10 @@ def test_a_run_survives_kill_9_of_the_server_and_its_worker(browser, tiny_zoo, t
         select(page, main, "Task", "copy")
         expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(r"^copy-"))  # the preset
         settle(page)
-        page.get_by_label("Steps", exact=True).fill(str(STEPS))
-        page.get_by_label("Warmup steps").fill("5")
-        page.get_by_label("Batch size", exact=True).fill("8")
+        form = page.locator("[data-testid='stForm']")  # the run's form, not fine-tuning's
+        form.get_by_label("Steps", exact=True).fill(str(STEPS))
+        form.get_by_label("Warmup steps").fill("5")
+        form.get_by_label("Batch size", exact=True).fill("8")
         page.get_by_role("button", name="Start training").click()
         expect(page.locator(CURRENT).locator("[data-testid='stProgress']")).to_contain_text(
             re.compile(rf"running — step \d+ of {STEPS}"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from browser_helpers import TRAINING_DEADLINE_MS, nav, select, settle
+from browser_helpers import CURRENT, TRAINING_DEADLINE_MS, nav, select, settle
 from playwright.sync_api import expect
 
 
@@ -16,9 +16,9 @@ def test_train_a_tiny_lstm_from_the_page(page, open_page) -> None:
     expect(page.get_by_role("button", name="Start training")).to_be_visible()
     settle(page)
     select(page, main, "Task", "reverse")
-    expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(r"^reverse-"))
+    expect(page.locator(CURRENT).get_by_label("Name", exact=True)).to_have_value(re.compile(r"^reverse-"))
     select(page, main, "Model type", "LSTM")
-    expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(r"^reverse-lstm-"))
+    expect(page.locator(CURRENT).get_by_label("Name", exact=True)).to_have_value(re.compile(r"^reverse-lstm-"))
     expect(main.get_by_label("Hidden size", exact=True)).to_be_visible()
     expect(main.get_by_role("spinbutton", name="Heads")).to_have_count(0)  # transformer-only: hidden
     expect(main.get_by_role("spinbutton", name="Window (0 = full)")).to_have_count(0)
