@@ -100,10 +100,12 @@ def induction_repeat_probe(tokens: torch.Tensor) -> Probe:
 
     def acc(logits):
         return (logits.argmax(-1) == targets)[mask].float().mean()
+
+    def pattern(p):  # both scores from one pass over the patterns
+        scores = pattern_scores(p, tokens.numpy())
+        return {"induction score": scores["induction"], "previous-token score": scores["prev_token"]}
     return Probe("induction", (tokens,), {"loss on the repeat": loss(targets), "accuracy on the repeat": acc},
-                 higher=False,
-                 pattern=lambda p: {"induction score": pattern_scores(p, tokens.numpy())["induction"],
-                                    "previous-token score": pattern_scores(p, tokens.numpy())["prev_token"]})
+                 higher=False, pattern=pattern)
 
 
 def lm_probe(tokens: torch.Tensor, pad_id: int | None = None) -> Probe:
