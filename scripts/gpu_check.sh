@@ -6,7 +6,7 @@
 #   bench    python -m tfviz.bench attention (bf16, to n = 131072) and model (nanoGPT and GPT-2
 #            small shapes, MFU), writing docs/bench/attention_cuda.{csv,json,txt} and model_cuda.txt
 #   presets  trains every "bigger (GPU)" preset (all at once) -> docs/bench/presets_cuda.txt
-#   ddp      torchrun --nproc_per_node=N -m tfviz train … on N >= 2 GPUs (skipped with fewer)
+#   ddp      torchrun --nproc_per_node=N -m tfviz train … with nccl, N = the GPUs visible (1 at least)
 #
 # Default: all four. Each benchmark file starts with the date, the GPU's name and torch's version.
 # Environment: PYTHON (default .venv/bin/python, else python3), GPU_CHECK_JOBS (pytest workers for
@@ -66,10 +66,8 @@ run_presets() {
 }
 
 run_ddp() {
-    if [ "$GPUS" -lt 2 ]; then
-        say "ddp: skipped ($GPUS GPU visible; needs 2 or more)"
-        return 0
-    fi
+    # World size = the GPUs visible: nccl across N >= 2, and world size 1 on a single GPU (the same
+    # code path: init_process_group, DistributedSampler, rank-0 checkpoint).
     local out; out="$(mktemp -d)"
     say "ddp: torchrun --nproc_per_node=$GPUS -m tfviz train (nccl)"
     "$PY" -m torch.distributed.run --standalone --nproc_per_node="$GPUS" -m tfviz train --task copy \

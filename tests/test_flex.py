@@ -6,10 +6,13 @@ key padding), the score_mod (ALiBi / T5 ``Positional.score_mod``) and GQA agains
 reference.
 The compiled kernel, its backward and bf16 are checked on CUDA in tests/test_gpu.py.
 """
+import dataclasses
+
 import pytest
 import torch
 from test_banded import _cfg, qkv, reference
 
+import tfviz
 from tfviz.model import flex
 from tfviz.model.positional import ALiBi, T5Bias
 
@@ -81,3 +84,24 @@ def test_score_mod_is_score_bias_elementwise(causal):
             for h, i, j in [(0, 0, 0), (3, 32, 0), (1, 5, 17), (2, 20, 19)]:
                 got = mod(torch.tensor(0.0), torch.tensor(0), torch.tensor(h), torch.tensor(i), torch.tensor(j))
                 assert got.item() == pytest.approx(full[h, i + offset, j].item(), abs=1e-7)
+
+
+def test_compile_key_tells_apart_whatever_dynamo_guards_on():
+    """``flex.mod_key``: the compiled kernel is called outside the raised recompile limit only for a
+    call it has seen; the key must differ wherever dynamo would recompile (another mod, another
+    closed-over window / causal / bucket count, another tensor shape), or past torch's default
+    limit of 8 dynamo silently runs the dense n × n fallback."""
+    cfg = tfviz.ModelConfig(vocab_size=20, d_model=16, n_heads=4, n_layers=1, max_len=64, pos="alibi")
+    alibi, alibi2 = ALiBi(cfg).score_mod(), ALiBi(cfg).score_mod()
+    t5c = T5Bias(dataclasses.replace(cfg, pos="t5"), causal=True).score_mod()
+    t5b = T5Bias(dataclasses.replace(cfg, pos="t5"), causal=False).score_mod()
+    assert flex.mod_key(alibi) == flex.mod_key(alibi2)  # same code, same slopes shape: one compile
+    assert len({flex.mod_key(m) for m in (None, alibi, t5c, t5b)}) == 4
+    assert flex.mod_key(alibi) != flex.mod_key(ALiBi(cfg).score_mod(q_offset=3))
+    masks = [flex.window_mask_mod(w, c) for w in (8, 16) for c in (True, False)]
+    assert len({flex.mod_key(m) for m in masks}) == 4
+    pads = torch.zeros(2, 10, dtype=torch.bool)
+    assert flex.mod_key(flex.window_mask_mod(8, True, pads)) != flex.mod_key(flex.window_mask_mod(8, True))
+    assert flex.mod_key(flex.window_mask_mod(8, True, pads)) == flex.mod_key(flex.window_mask_mod(8, True, pads.clone()))
+    assert flex.mod_key(flex.window_mask_mod(8, True, pads)) != flex.mod_key(
+        flex.window_mask_mod(8, True, torch.zeros(2, 12, dtype=torch.bool)))

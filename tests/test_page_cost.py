@@ -19,7 +19,8 @@ from tfviz.bench.attention import LABELS, analytic_frame
 from tfviz.train.checkpoint import save_checkpoint
 from ui import bench
 
-TINY = dict(cost_max_n=512, cost_repeats=1, cost_threads=1, cost_window=32)  # n = 256, 512
+# n = 256, 512, the forward pass (the page's default on a GPU is forward + backward)
+TINY = dict(cost_max_n=512, cost_repeats=1, cost_threads=1, cost_window=32, cost_pass="fwd")
 RESULT = "cost_result"
 KEYS = ("cost_time", "cost_memory", "cost_flops", "cost_bytes", "cost_kv", "cost_speed")
 
@@ -46,7 +47,8 @@ def kv_formula(cfg, pos, batch=1, dtype_bytes=4) -> int:
 
 
 # ------------------------------------------------------------------------------ before measuring
-def test_analytic_curves_before_anything_is_measured(tiny_zoo, no_reference):
+def test_analytic_curves_before_anything_is_measured(tiny_zoo, no_reference, monkeypatch):
+    monkeypatch.setattr(bench, "device", lambda: "cpu")  # the CPU's defaults and warning, anywhere
     at = open_page("cost", cost_max_n=1024, cost_window=64)
     figs = charts(at)
     assert set(figs) == {"cost_flops", "cost_bytes"}
@@ -142,10 +144,11 @@ def test_measure_at_tiny_sizes_figures_hold_the_measurements(tiny_zoo, no_refere
     assert (df["time_s"] > 0).all() and (df["peak_bytes"] > 0).all()
     figs = charts(at)
     assert {"cost_time", "cost_memory", "cost_kv", "cost_speed"} <= set(figs)
+    clock = live.time_column(bench.device(), 1, df.columns)[0]  # a GPU shows wall time
     for variant, g in df.sort_values("n").groupby("variant"):
         x, y = traces(figs["cost_time"])[f"{LABELS[variant]} (measured)"]
         np.testing.assert_array_equal(x, g["n"])
-        np.testing.assert_allclose(y, g["cpu_s"], rtol=1e-12)  # 1 thread: the work's CPU time
+        np.testing.assert_allclose(y, g[clock], rtol=1e-12)  # CPU, 1 thread: the work's CPU time
         _, y = traces(figs["cost_memory"])[f"{LABELS[variant]} (measured)"]
         np.testing.assert_allclose(y, g["peak_bytes"] / 2 ** 30, rtol=1e-12)
         _, y = traces(figs["cost_memory"])[f"{LABELS[variant]} (analytic)"]

@@ -417,6 +417,12 @@ def test_steps_past_the_job_time_cap_are_said_at_once(models_dir, monkeypatch) -
     from ui.jobs import job_manager
 
     monkeypatch.setattr(job_manager(), "max_seconds", 120.0)
+    # The estimate is the CPU's measured pace; a GPU run has none to give (the form picks "cuda"
+    # and the GPU preset there; test_no_cpu_pace_is_claimed_for_a_gpu_run), so the page is shown
+    # as on a CPU-only machine (seen on an H100: no warning, the form had trained on "cuda").
+    from ui import train_state
+
+    monkeypatch.setattr(train_state, "cuda_available", lambda: False)
     at = open_train("coref")
     small_run(at, steps=999_999)
     shown = " ".join(w.value for w in at.warning)
@@ -469,3 +475,22 @@ def test_gpu_run_shows_mfu_memory_and_bf16(models_dir) -> None:
     labels = [m.label for m in at.metric]
     assert {"Tokens/s", "MFU", "GPU memory", "bf16"} <= set(labels)
     assert next(m for m in at.metric if m.label == "bf16").value == "on"
+
+
+def test_no_cpu_pace_is_claimed_for_a_gpu_run(monkeypatch) -> None:
+    """The pre-start estimate is the CPU's measured pace; a run on a GPU ("cuda", or "auto" where
+    CUDA is visible) gets none (the CPU's pace says nothing about it), a CPU run gets one."""
+    import dataclasses
+
+    from tfviz.tasks import make_task
+    from tfviz.train import presets, timecap
+
+    task = make_task("coref")
+    pre = next(iter(presets.presets_for("coref").values()))
+    model_cfg, train_cfg = presets.build_configs(task, pre.model, pre.train.to_dict(), pre.kind)
+    monkeypatch.setattr(timecap, "_cuda", lambda: False)
+    assert timecap.idle_pace(task, model_cfg, dataclasses.replace(train_cfg, device="cpu")) is not None
+    assert timecap.idle_pace(task, model_cfg, dataclasses.replace(train_cfg, device="auto")) is not None
+    assert timecap.idle_pace(task, model_cfg, dataclasses.replace(train_cfg, device="cuda")) is None
+    monkeypatch.setattr(timecap, "_cuda", lambda: True)
+    assert timecap.idle_pace(task, model_cfg, dataclasses.replace(train_cfg, device="auto")) is None

@@ -37,14 +37,19 @@ ScoreMod = Callable[..., torch.Tensor]  # (score, batch, head, q_idx, k_idx) -> 
 _DYNAMO = dict(recompile_limit=256, accumulated_recompile_limit=4096, fail_on_recompile_limit_hit=True)
 
 
-@functools.lru_cache(maxsize=1)
+# Read once at import, a plain module constant: inside a compiled model dynamo folds a constant,
+# while an lru_cache'd function calling importlib is "marked as skipped" and breaks the graph
+# (8 graph breaks in a windowed model's compiled forward on CUDA, torch 2.11).
+_IMPORTABLE = importlib.util.find_spec("torch.nn.attention.flex_attention") is not None
+
+
 def importable() -> bool:
-    return importlib.util.find_spec("torch.nn.attention.flex_attention") is not None
+    return _IMPORTABLE
 
 
 def available() -> bool:
     """FlexAttention's fused kernel runs here: a CUDA GPU and a torch that has it."""
-    return cuda_available() and importable()
+    return _IMPORTABLE and cuda_available()
 
 
 # ------------------------------------------------------------------------------ the mods
@@ -120,6 +125,36 @@ def _cached_block_mask(n: int, window: int, causal: bool, device: torch.device):
 
 
 # ------------------------------------------------------------------------------ attention
+def mod_key(fn) -> tuple | None:
+    """What dynamo guards on in a mod function, as a small hashable key: its code, and each value
+    it closes over — a tensor by shape, dtype and device (dynamo lifts it as an input), a nested
+    function by its own key, numbers, strings and tuples of them by value, anything else by
+    identity (no reference is kept, so a cached key never holds a model alive)."""
+    if fn is None:
+        return None
+    return (fn.__code__, tuple(_cell_key(c) for c in fn.__closure__ or ()))
+
+
+def _cell_key(cell):
+    try:
+        x = cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+    return _value_key(x)
+
+
+def _value_key(x):
+    if x is None or isinstance(x, (bool, int, float, str, torch.dtype, torch.device)):
+        return x
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), x.dtype, x.device)
+    if isinstance(x, tuple):
+        return tuple(_value_key(y) for y in x)
+    if callable(x) and hasattr(x, "__code__"):
+        return mod_key(x)
+    return ("id", type(x).__qualname__, id(x))
+
+
 @functools.lru_cache(maxsize=1)
 def compiled_flex():
     """One compiled ``flex_attention`` for the process (each new shape compiles once, ~seconds)."""
@@ -129,6 +164,7 @@ def compiled_flex():
 
 
 _COMPILED: set[tuple] = set()  # call signatures compiled_flex has compiled (see below)
+_MAX_KEYS = 4096
 
 
 def flex_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, causal: bool, *,
@@ -149,13 +185,20 @@ def flex_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, win
     kwargs = dict(score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa)
     if not compiled:
         return flex_attention(q, k, v, **kwargs)
-    # What decides whether this call compiles anew (shapes, dtypes, grad, which mods): a first
-    # sight runs under the raised recompile limit; later calls skip the config patch (~0.1 ms).
+    # Everything dynamo guards on for this call (shapes, dtypes, grad, and each mod's code and the
+    # plain values it closes over: window, causal, bucket counts...): a first sight runs under the
+    # raised recompile limit; later calls skip the config patch (~0.1 ms). The key must be
+    # complete: a recompile outside the patch counts against torch's default limit (8), and past
+    # it dynamo runs the frame eagerly from then on, i.e. the dense n × n fallback (seen on CUDA:
+    # a test process that had compiled ALiBi, T5 and plain variants tried to allocate 64 GiB).
     key = (q.shape, k.shape, v.shape, q.dtype, q.device, torch.is_grad_enabled(),
-           q.requires_grad, k.requires_grad, v.requires_grad, score_mod is not None, key_is_pad is not None)
+           q.requires_grad, k.requires_grad, v.requires_grad, window, causal,
+           mod_key(score_mod), mod_key(block_mask.mask_mod), None if key_is_pad is None else key_is_pad.shape)
     if key in _COMPILED:
         return compiled_flex()(q, k, v, **kwargs)
     with torch._dynamo.config.patch(**_DYNAMO):
         out = compiled_flex()(q, k, v, **kwargs)
+    if len(_COMPILED) >= _MAX_KEYS:  # bounded: forgetting a key only costs one more config patch
+        _COMPILED.clear()
     _COMPILED.add(key)
     return out
