@@ -25,7 +25,7 @@ from pathlib import Path
 from ..tasks import cached_task, check_spec
 from ..tasks.common import MAX_TEXT_CHARS
 from ..version import __version__
-from .folder import file_in, read_json
+from .folder import ModelFolderError, file_in, read_json
 
 TASK_FILE = "tfviz_task.json"
 FORMAT, FORMAT_VERSION = "tfviz-task", 1
@@ -73,11 +73,15 @@ def write(folder: Path, spec: dict, tokenizer, model_config=None) -> Path:
 def read(root: Path, tokenizer) -> tuple[dict | None, dict, list[str]]:
     """(task spec or None, the file's content, notes) for the folder ``root`` whose tokenizer is
     ``tokenizer`` (None: the folder has none). No file: (None, {}, []). A file that cannot be
-    used gives (None, {...}, [why]); only a file that cannot be read safely (too large, too deep,
-    not JSON, a link out of the folder) raises ModelFolderError."""
-    if file_in(root, TASK_FILE) is None:
-        return None, {}, []
-    data = read_json(root, TASK_FILE, max_bytes=MAX_BYTES, max_containers=MAX_CONTAINERS)
+    used gives (None, {...}, [why]), as does one that cannot be read safely (too large, too deep,
+    not JSON, a link out of the folder): the model itself opens either way."""
+    try:
+        if file_in(root, TASK_FILE) is None:
+            return None, {}, []
+        data = read_json(root, TASK_FILE, max_bytes=MAX_BYTES, max_containers=MAX_CONTAINERS)
+    except ModelFolderError as e:
+        return None, {}, [f"{TASK_FILE} cannot be read ({str(e).replace(str(root), '').strip(': ')[:200]}): "
+                          "opened without a task"]
     if data.get("format") != FORMAT or data.get("format_version") != FORMAT_VERSION:
         return None, {}, [f"{TASK_FILE} is not a tfviz task file of format version {FORMAT_VERSION}: "
                           "opened without a task"]
