@@ -12,6 +12,7 @@ import streamlit as st
 
 from .jobs import housekeeping
 from .models import LoadedModel, available_models, load_model, unopenable_models
+from .export import panel as export_panel
 from .teacher import teacher_panel
 from .uploads import upload_box
 
@@ -96,6 +97,7 @@ def model_picker(sidebar: bool = True, prefer: str | None = None) -> LoadedModel
         where.error(f"Could not load {ref.label}: {e}")
         return None
     teacher_panel(where, ref)
+    export_panel(loaded, "sidebar_export", where=where)  # "Export as a Hugging Face folder"
     return loaded
 
 

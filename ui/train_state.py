@@ -151,6 +151,9 @@ def configs_from_form(task):
         if attn == "GQA" and model["n_kv_heads"] in (1, model["n_heads"]):  # that is MQA / MHA
             raise ValueError(f"GQA shares each K/V head between a group of query heads: set K/V heads "
                              f"between 1 and {model['n_heads']} (exclusive), dividing the heads")
+        from .export import shaped_fields  # the "Architecture shape": GPT-2-shaped, ... (issue 30)
+
+        model = shaped_fields(model)
     else:  # the transformer-only fields are hidden and not used
         model = {k: ss[P + k] for k in RECURRENT_KEYS}
         model["attention"] = ss[P + "rnn_attention"]
