@@ -33,7 +33,7 @@ with left:
     task_cls, pre = TASKS[f["task"]], ts.current_preset()
     recurrent = pre.kind != "transformer"
     if not recurrent:  # GPT-2- / Llama-shaped: a run that exports as a Hugging Face folder
-        export.shape_choice(st, task_cls, pre)
+        ts.shape_choice(st, task_cls, pre)
     ts.prepare(pre)  # its examples are generated while you read the form: Start trains at once
     st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim_for(pre)}")
     with st.form("train_form"):

@@ -39,12 +39,6 @@ def _picker(at):
     return at.sidebar.selectbox(key="model_select")
 
 
-def test_the_shared_module_keys_agree():
-    from ui import export, train_state
-
-    assert export.P == train_state.P
-
-
 def test_sidebar_export_saves_a_folder_listed_at_once_with_its_task(tiny_zoo, models_dir):
     """The Attention explorer's sidebar, with the induction model (attention-only, learned
     positions: a GPT-2 with MLPs of zeros): download offered, Save writes models/<name>, the
