@@ -21,7 +21,6 @@ import streamlit as st
 NOT_A_FOLDER = ("local", "hf-cache")  # sources whose models are Hugging Face folders already
 
 
-# ------------------------------------------------------------------------------ the panel
 @st.cache_resource
 def _writing() -> threading.Lock:
     """One export at a time on this server (a folder or a zip holds one model's weights again)."""
@@ -41,12 +40,6 @@ def _zip(lm, name: str) -> bytes:
         return export_zip(lm.ckpt, name)
 
 
-def _models_dir() -> Path:
-    from tfviz import paths
-
-    return paths.models_dir()
-
-
 def save(lm, name: str) -> Path:
     """Write the model as ``models/<name>`` and list it at once; ValueError saying why not."""
     from tfviz import paths
@@ -55,7 +48,7 @@ def save(lm, name: str) -> Path:
     from tfviz.publish import safe_stem
 
     stem = safe_stem(name)
-    out = _models_dir() / stem
+    out = paths.models_dir() / stem
     if out.exists():
         raise ValueError(f"models/{stem} already exists: pick another name")
     need = 3 * sum(p.numel() * 4 for p in lm.model.parameters())  # the folder, with room to spare
