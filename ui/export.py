@@ -87,11 +87,9 @@ def panel(lm, key: str, name: str | None = None, where=None, expanded: bool = Fa
                 st.caption("On the **Train** page, choose an *Architecture shape* (GPT-2-shaped, "
                            "Llama-shaped or BERT-shaped) to train a model that exports.")
             return
-        st.caption(f"Written as **{adapter.label}** (`{adapter.exports_as}`): config.json, "
-                   "model.safetensors, the tokenizer files and its task (tfviz_task.json, which "
-                   "transformers ignores and tfviz reads back: its examples and probes). Open it "
-                   "with `transformers.AutoModel…from_pretrained(folder)`, or with tfviz again. "
-                   "Checked before it is offered: the folder's logits are the model's.")
+        st.caption(f"Written as **{adapter.label}** (`{adapter.exports_as}`), with its tokenizer and "
+                   "its task (tfviz_task.json: transformers ignores it, tfviz reads it back). Each "
+                   "folder is read back as it is written: the same logits, or nothing is written.")
         st.download_button("Download the folder (zip)", lambda: _zip(lm, name), f"{name}.zip",
                            "application/zip", key=f"{key}_zip", on_click="ignore",
                            icon=":material/download:")
