@@ -291,3 +291,35 @@ def test_cli_export_needs_no_transformers(coref_gpt2, tmp_path, monkeypatch, cap
     assert "exported" in capsys.readouterr().out
     assert from_pretrained(tmp_path / "out").task == ck.task
 
+
+
+@pytest.mark.parametrize("shape, task_name", [("Llama-shaped", "coref"), ("BERT-shaped", "mlm")])
+def test_each_shape_the_train_page_offers_trains_and_exports(tmp_path, shape, task_name):
+    """The Train page's path for the other shapes: the preset's fields shaped, configs built as
+    the page builds them, a few real steps, then the folder: transformers' logits are tfviz's."""
+    from tfviz.tasks import make_task
+    from tfviz.train import train
+    from tfviz.train.presets import QUICK, build_configs
+
+    adapter = {a.shape_label: a for a in export.shapes()}[shape]
+    preset = QUICK[task_name]
+    task = make_task(preset.task, **preset.task_params)
+    train_fields = {**preset.train.to_dict(), "steps": 3, "warmup": 1, "eval_every": 0,
+                    "snapshot_every": 0, "batch_size": 8, "device": "cpu"}
+    mc, tc = build_configs(task, adapter.shaped({**preset.model, "window": None}), train_fields)
+    assert family_for(mc) is adapter
+    path = tmp_path / f"{task_name}.safetensors"
+    torch.manual_seed(0)
+    train(tfviz.Transformer(mc), task, tc, checkpoint=path)
+    ck = tfviz.load_checkpoint(path)
+    folder = write_checkpoint(ck, tmp_path / "out")
+    back = from_pretrained(folder)
+    assert back.task == ck.task
+    e = task.examples("validation")[0]
+    x = torch.tensor([e.tokens])
+    auto = (transformers.AutoModelForMaskedLM if mc.arch == "encoder"
+            else transformers.AutoModelForCausalLM).from_pretrained(str(folder)).eval()
+    with torch.no_grad():
+        want = ck.model.eval()(x)
+        torch.testing.assert_close(back.model(x), want, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(auto(x).logits, want, atol=1e-5, rtol=1e-5)
