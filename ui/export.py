@@ -72,8 +72,11 @@ def panel(lm, key: str, name: str | None = None, where=None, expanded: bool = Fa
     from tfviz.interop.export import family_for
     from tfviz.publish import safe_stem
 
+    from .widgets import forget_on_model_change
+
     where = where or st
     name = safe_stem(name or Path(lm.ref.path).stem)
+    forget_on_model_change(lm, key, [f"{key}_name", f"{key}_saved"])  # another model: its own name
     with where.expander("Export as a Hugging Face folder", expanded=expanded, icon=":material/output:"):
         if lm.ref.source in NOT_A_FOLDER:
             st.caption("This model is a Hugging Face folder already, on the server's disk: "
@@ -97,7 +100,8 @@ def panel(lm, key: str, name: str | None = None, where=None, expanded: bool = Fa
             st.caption("Saving into the server's models/ folder lists the model for every session: "
                        "on this server that is the teacher's (the Teacher panel). Download it instead.")
             return
-        st.text_input("Folder name", value=name, key=f"{key}_name", max_chars=60,
+        st.session_state.setdefault(f"{key}_name", name)
+        st.text_input("Folder name", key=f"{key}_name", max_chars=60,
                       help="A new folder under models/ on the server (letters, digits, _ . -)")
         if st.button("Save into models/", key=f"{key}_save", icon=":material/save:"):
             with st.spinner("Writing and checking the folder…"):
