@@ -9,7 +9,7 @@ from tfviz.model.families import KIND_LABELS
 from tfviz.model.recurrent import ARCHS as RECURRENT_ARCHS
 from tfviz.tasks import TASKS
 from tfviz.train.presets import claim_for, kinds_for
-from ui import finetune, train_state as ts
+from ui import export, finetune, train_state as ts
 from ui.figures import charts_later, show
 from ui.jobs import job_manager, my_jobs
 
@@ -32,6 +32,8 @@ with left:
             on_change=ts.apply_preset)
     task_cls, pre = TASKS[f["task"]], ts.current_preset()
     recurrent = pre.kind != "transformer"
+    if not recurrent:  # GPT-2- / Llama-shaped: a run that exports as a Hugging Face folder
+        ts.shape_choice(st, task_cls, pre)
     ts.prepare(pre)  # its examples are generated while you read the form: Start trains at once
     st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim_for(pre)}")
     with st.form("train_form"):
@@ -132,6 +134,7 @@ with right:
         if page != "app_pages/attention.py":  # a recurrent run: no attention maps to explore
             st.page_link("app_pages/why.py", label="Why attention: RNN and LSTM against the "
                          "transformer, measured on shipped models", icon="🧭")
+        export.run_panel(snap.checkpoint, snap.name, P + "export")
 
     if later:
         st.caption("Loading the charts…")

@@ -456,6 +456,21 @@ def test_the_catalogue_lists_off_the_callers_thread(tmp_path, monkeypatch):
     assert set(threads) == {"tfviz-model-discovery"}
 
 
+def test_a_new_folder_is_listed_on_the_next_call(tmp_path):
+    """Issue 30: a folder added to models/ (by an export, a copy, the CLI) is listed by the very
+    next ``models()`` (the folder's own stat changed: it lists again and waits for that, at most
+    ``CHANGE_WAIT_S``), not the one after; one removed is gone as soon."""
+    models = tmp_path / "models"
+    hf_folders.tiny_gpt2(models / "a")
+    cat = discover.Catalogue(models, tmp_path / "hub", refresh_s=3600.0)  # no refresh by age
+    assert [m.name for m in cat.models()] == ["a"]
+    hf_folders.tiny_gpt2(models / "b")
+    assert [m.name for m in cat.models()] == ["a", "b"]
+    shutil.rmtree(models / "a")
+    assert [m.name for m in cat.models()] == ["b"]
+    assert [m.name for m in cat.models()] == ["b"]  # unchanged: no listing, the last one at once
+
+
 def test_a_page_with_bad_folders_shows_one_line_each(tmp_path, monkeypatch):
     """AppTest: the Attention page, with a good local folder selected and malformed ones beside it
     in both places, renders without an exception; the sidebar lists each bad folder once, in one

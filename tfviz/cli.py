@@ -8,7 +8,7 @@
     python -m tfviz train --resume checkpoints/coref --steps 1200     # continue to step 1200
     torchrun --nproc_per_node=2 -m tfviz train ...                   # DistributedDataParallel
     python -m tfviz import models/gpt2 --out checkpoints/gpt2        # GPT-2 / BERT / Llama folder
-    python -m tfviz export checkpoints/pos-learned --out models/mine # and back out (tfviz.to_hf)
+    python -m tfviz export checkpoints/pos-learned --out models/mine # and back out (a folder)
 
 Model flags left out take ModelConfig's defaults (vocab_size and max_len come from the task);
 training flags left out take TrainConfig's (warmup defaults to min(100, steps / 10)).
@@ -23,7 +23,7 @@ from typing import Any
 
 from .device import cpu_count
 from .interop import ModelFolderError, import_folder, local_max_bytes
-from .interop.export import export_folder
+from .interop.export import write_checkpoint
 from .publish import publish
 from .tasks import TASKS
 from .train import TrainConfig, train
@@ -80,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="largest weights to read, in MB (default: $TFVIZ_LOCAL_MODEL_MAX_MB or 2048)")
     imp.add_argument("--quiet", action="store_true", help="no progress output")
     exp = sub.add_parser("export", help="write a tfviz checkpoint as a Hugging Face model folder "
-                                        "(GPT-2, Llama or BERT, whichever it matches; needs transformers)")
+                                        "(GPT-2, Llama or BERT, whichever it matches; transformers "
+                                        "is not needed), its task beside it (tfviz_task.json)")
     exp.add_argument("path", help="a tfviz checkpoint")
     exp.add_argument("--out", required=True, help="a new folder (save_pretrained layout, tokenizer.json)")
     pub = sub.add_parser("publish", help="validate a checkpoint and copy it to the class's published folder")
@@ -292,8 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export":
         try:
             ck = load_checkpoint(args.path, max_bytes=max(local_max_bytes(), 200 * 2**20))
-            out = export_folder(ck.model, args.out, ck.tokenizer)
-        except (ValueError, ImportError) as e:  # no family fits, an existing folder, no transformers
+            out = write_checkpoint(ck, args.out)
+        except ValueError as e:  # no family fits, an existing folder
             print(f"error: {e}", file=sys.stderr)
             return 1
         print(f"exported: {out}")

@@ -12,6 +12,7 @@ import streamlit as st
 
 from .jobs import housekeeping
 from .models import LoadedModel, available_models, load_model, unopenable_models
+from .export import panel as export_panel
 from .teacher import teacher_panel
 from .uploads import upload_box
 
@@ -49,7 +50,12 @@ def _to_url(ref) -> None:
 
 
 def _picked() -> None:
-    st.session_state["model_path"] = st.session_state["model_select"]
+    choose(st.session_state["model_select"])
+
+
+def choose(path: str) -> None:
+    """Select the model at ``path`` as if picked in the box (a callback: before the next run)."""
+    st.session_state["model_path"] = path
     st.session_state.pop(DEFAULTED, None)  # a choice, from now on kept on every page
 
 
@@ -96,6 +102,7 @@ def model_picker(sidebar: bool = True, prefer: str | None = None) -> LoadedModel
         where.error(f"Could not load {ref.label}: {e}")
         return None
     teacher_panel(where, ref)
+    export_panel(loaded, "sidebar_export", where=where, on_open=choose)  # as a Hugging Face folder
     return loaded
 
 

@@ -151,6 +151,7 @@ def configs_from_form(task):
         if attn == "GQA" and model["n_kv_heads"] in (1, model["n_heads"]):  # that is MQA / MHA
             raise ValueError(f"GQA shares each K/V head between a group of query heads: set K/V heads "
                              f"between 1 and {model['n_heads']} (exclusive), dividing the heads")
+        model = shaped_fields(model)  # the "Architecture shape": GPT-2-shaped, ... (issue 30)
     else:  # the transformer-only fields are hidden and not used
         model = {k: ss[P + k] for k in RECURRENT_KEYS}
         model["attention"] = ss[P + "rnn_attention"]
@@ -343,3 +344,142 @@ def pattern_kinds(snapshot) -> dict[str, str]:
     # the order a reader meets them (a checkpoint stores the names sorted): encoder, decoder, cross
     rank = {"encoder self-attention": 0, "decoder self-attention": 1, "self-attention": 1}
     return dict(sorted(out.items(), key=lambda kv: rank.get(kv[0], 2)))
+
+
+# ------------------------------------------------------------------ the architecture shape (issue 30)
+# "GPT-2-shaped", "Llama-shaped", "BERT-shaped": the settings that make a run exactly a model of a
+# Hugging Face family (``Adapter.shape``, ``tfviz.interop.export.shapes``), so its finished run
+# exports as a folder (``ui.export``). "tfviz (any setting)": the preset as it is.
+ANY = "tfviz (any setting)"
+
+
+def _shapes() -> dict:
+    """label -> adapter of every family the Train page can train as ("GPT-2-shaped": GPT2, ...)."""
+    from tfviz.interop.export import shapes
+
+    return {a.shape_label: a for a in shapes()}
+
+
+def shape_options(archs, arch: str | None = None) -> list[str]:
+    """"tfviz (any setting)", then the shapes a task of ``archs`` can train as (those of the
+    preset's ``arch`` first)."""
+    fits = [(label, a) for label, a in _shapes().items() if a.shape["arch"] in archs]
+    return [ANY] + [label for label, a in sorted(fits, key=lambda x: x[1].shape["arch"] != arch)]
+
+
+def _form_model(ss) -> dict:
+    """The transformer fields the form holds now, as ``configs_from_form`` reads them."""
+    model = {k: ss.get(P + k) for k in MODEL_KEYS}
+    kind = ss.get(P + "attn_kind", "MHA")
+    model["n_kv_heads"] = {"MHA": model["n_heads"], "MQA": 1}.get(kind, model["n_kv_heads"])
+    model["window"] = model["window"] or None
+    return model
+
+
+VISIBLE = {"arch": "Architecture", "pos": "Positions", "window": "Window", "attn_only": "Attention only",
+           "n_kv_heads": "K/V heads"}  # model fields the form shows -> their label there
+HIDDEN = {"norm": "norm placement", "normalization": "normalization", "activation": "activation",
+          "bias": "biases", "tie_embeddings": "tied embeddings", "rope_pairs": "RoPE pairs",
+          "embed_norm": "a norm on the embeddings", "head": "output head"}
+
+
+def _fmt(value) -> str:
+    return {None: "none", True: "on", False: "off"}.get(value, str(value)) if not isinstance(value, str) \
+        else value
+
+
+def _widgets(field: str, value, ss) -> dict:
+    """The form's widget values (key without prefix -> value) that show ``field`` = ``value``."""
+    if field == "window":
+        return {"window": value or 0}
+    if field == "n_kv_heads":
+        return {"attn_kind": "MHA", "n_kv_heads": value} if value == ss.get(P + "n_heads") else {}
+    return {field: value}
+
+
+def apply_shape() -> None:
+    """on_change of the shape: the form's fields that the family fixes take its values (Positions,
+    Window, Attention only, K/V heads, Architecture); the others are kept. Going back to
+    "tfviz (any setting)" puts back what the shape changed."""
+    ss, f = st.session_state, form()
+    adapter = _shapes().get(ss.get(P + "shape"))
+    ss["_train_shape_for"] = _preset_id(ss)
+    before = ss.pop("_train_shape_before", {})
+    if before and adapter is None:  # back to the preset's own settings, where the shape changed them
+        ss.update({P + k: v for k, v in before.items()})
+        f.update(before)
+    ss["_train_shape_changed"] = []
+    if adapter is None:
+        return
+    if before:  # from one shape to another: start from what the form had before either
+        ss.update({P + k: v for k, v in before.items()})
+    model = _form_model(ss)
+    want = adapter.shaped(model)
+    changed, kept = [], {}
+    for field, label in VISIBLE.items():
+        if field in want and want[field] != model[field]:
+            for k, v in _widgets(field, want[field], ss).items():
+                kept.setdefault(k, ss.get(P + k))
+                ss[P + k] = f[k] = v
+            changed.append((label, model[field], want[field]))
+    ss["_train_shape_before"], ss["_train_shape_changed"] = kept, changed
+
+
+def _preset_id(ss) -> tuple:
+    return ss.get(P + "task"), ss.get(P + "kind"), ss.get(P + "preset")
+
+
+def shape_choice(where, task_cls, pre) -> None:
+    """The Train form's "Architecture shape" (outside the form: a choice updates the form's
+    fields at once), and a caption saying what it sets and what it changed. A preset applied
+    while a shape is chosen gets the shape again; a task no shape fits resets it."""
+    ss, f = st.session_state, form()
+    key = P + "shape"
+    ss.setdefault(key, f.get("shape", ANY))  # Streamlit drops a widget's state on other pages
+    options = shape_options(task_cls.archs, pre.model.get("arch"))
+    if ss[key] not in options:
+        ss[key] = ANY
+        ss.pop("_train_shape_before", None)
+    elif ss[key] != ANY and ss.get("_train_shape_for") != _preset_id(ss):
+        ss.pop("_train_shape_before", None)  # a new preset: the shape applies to it afresh
+        apply_shape()
+    choice(where, "Architecture shape", options, key, on_change=apply_shape,
+           help="GPT-2- / Llama- / BERT-shaped: the settings that make the trained model exactly "
+                "that family's model, so it can be exported as a Hugging Face folder when it has "
+                "trained. tfviz (any setting): the preset as it is.")
+    f["shape"] = ss[key]
+    adapter = _shapes().get(ss[key])
+    if adapter is None:
+        if len(options) == 1:
+            where.caption("No Hugging Face family tfviz writes has this task's architecture "
+                          f"({', '.join(task_cls.archs)}): a run of it stays in tfviz.")
+        return
+    import dataclasses
+
+    from tfviz.model import ModelConfig
+
+    base = {**{x.name: x.default for x in dataclasses.fields(ModelConfig)}, **pre.model}
+    sets = [f"{HIDDEN[k]} {_fmt(base.get(k))} → {_fmt(v)}" for k, v in adapter.shape.items()
+            if k in HIDDEN and base.get(k) != v]
+    changed = [f"{label} {_fmt(a)} → {_fmt(b)}" for label, a, b in ss.get("_train_shape_changed", [])]
+    where.caption(f"**{adapter.shape_label}**: the run is exactly a {adapter.label} model "
+                  f"(`{adapter.exports_as}`), exportable when it has trained. "
+                  + (f"Set here (the form does not show them): {'; '.join(sets)}. " if sets else "")
+                  + (f"Changed in the form: {'; '.join(changed)}. " if changed else "")
+                  + "Everything else is the preset's.")
+
+
+def shaped_fields(model: dict) -> dict:
+    """At Start: the form's model fields with the chosen shape's hidden settings added; a field
+    of the form that the shape fixes otherwise is refused by name (the form shows what trains)."""
+    adapter = _shapes().get(st.session_state.get(P + "shape", ANY))
+    if adapter is None:
+        return model
+    want = adapter.shaped(model)
+    wrong = [(VISIBLE.get(k, k), model[k], want[k]) for k in model
+             if k in want and (model[k] or None) != (want[k] or None)]
+    if wrong:
+        raise ValueError(f"{adapter.shape_label} needs " + ", ".join(
+            f"{label} = {_fmt(w)} (the form has {_fmt(h)})" for label, h, w in wrong)
+            + f": set {'it' if len(wrong) == 1 else 'them'}, or choose “{ANY}”")
+    return want

@@ -219,6 +219,7 @@ def list_models(models_dir: str | os.PathLike | None = None,
 
 REFRESH_S = 10.0      # how old a listing may be before a page's call refreshes it (in the background)
 FIRST_WAIT_S = 60.0   # how long the very first listing of a pair of folders is waited for
+CHANGE_WAIT_S = 2.0   # how long a call waits for the listing when a folder was added or removed
 
 
 class Catalogue:
@@ -227,7 +228,11 @@ class Catalogue:
     ``models()`` returns the last listing at once; when it is older than ``refresh_s`` it also
     starts one background thread that lists again (``list_models``: unchanged folders cost a few
     ``stat`` calls) and replaces the listing when done. Only the first call waits (at most
-    ``FIRST_WAIT_S``), for the first listing. Thread-safe: one per server, shared by every session."""
+    ``FIRST_WAIT_S``), for the first listing, and a call that finds a folder added to or removed
+    from ``models_dir`` / ``cache_dir`` since the last listing began (their own ``stat``: two
+    calls per render) lists again at once and waits for it at most ``CHANGE_WAIT_S``, so a new
+    folder is listed on the next render, not the one after. ``refresh(force=True)``: list again
+    now (e.g. after the app wrote a folder). Thread-safe: one per server, shared by every session."""
 
     def __init__(self, models_dir: Path, cache_dir: Path, refresh_s: float = REFRESH_S):
         self.models_dir, self.cache_dir, self.refresh_s = Path(models_dir), Path(cache_dir), refresh_s
@@ -236,33 +241,52 @@ class Catalogue:
         self._listing: list[ModelInfo] = []
         self._listed_at = float("-inf")
         self._running: threading.Thread | None = None
+        self._again = False       # asked to list again while a listing was running
+        self._seen: tuple | None = None  # the folders' stat when the latest listing began
 
     def models(self, wait: float = FIRST_WAIT_S) -> list[ModelInfo]:
-        self.refresh(block=False)
+        changed = self._seen is not None and self._folders_stat() != self._seen
+        thread = self.refresh(block=False, force=changed)
+        if changed and thread is not None:
+            thread.join(CHANGE_WAIT_S)
         self._first.wait(wait)
         return list(self._listing)
 
+    def _folders_stat(self) -> tuple:
+        return _stat(self.models_dir), _stat(self.cache_dir)
+
     def refresh(self, block: bool = True, force: bool = False) -> threading.Thread | None:
         """Start a listing when the last is older than ``refresh_s`` (or ``force``) and none is
-        running; ``block``: wait for the running one."""
+        running (``force`` while one runs: it lists once more when done); ``block``: wait for
+        the running one."""
         with self._lock:
             due = force or time.monotonic() - self._listed_at >= self.refresh_s
-            if due and self._running is None:
-                self._running = threading.Thread(target=self._list, name="tfviz-model-discovery",
-                                                 daemon=True)
-                self._running.start()
+            if due:
+                self._seen = self._folders_stat()
+                if self._running is None:
+                    self._running = threading.Thread(target=self._list, name="tfviz-model-discovery",
+                                                     daemon=True)
+                    self._running.start()
+                elif force:
+                    self._again = True
             thread = self._running
         if block and thread is not None:
             thread.join()
         return thread
 
     def _list(self) -> None:
-        try:
-            found = list_models(self.models_dir, self.cache_dir)
-        except Exception:  # noqa: BLE001 — never happens (each folder is isolated); keep the last
-            found = self._listing
-        with self._lock:
-            self._listing, self._listed_at, self._running = found, time.monotonic(), None
+        while True:
+            with self._lock:
+                self._again = False
+            try:
+                found = list_models(self.models_dir, self.cache_dir)
+            except Exception:  # noqa: BLE001 — never happens (each folder is isolated); keep the last
+                found = self._listing
+            with self._lock:
+                self._listing, self._listed_at = found, time.monotonic()
+                if not self._again:
+                    self._running = None
+                    break
         self._first.set()
 
 

@@ -5,10 +5,12 @@ a config.json ``model_type`` to its family). An adapter knows two things about i
                                compute exactly (rope scaling, a partial rotary, ...), with notes
     state_dict(cfg, weights)   Hugging Face tensor names -> tfviz's state_dict names
 
-and, to write a tfviz model out (``tfviz.interop.export.to_hf`` runs ``state_dict`` backwards, so
+and, to write a tfviz model out (``tfviz.interop.export`` runs ``state_dict`` backwards, so
 the names live in one place): ``exports_as`` (the transformers class), ``problems(cfg)`` (why a
-config is not this family), ``hf_config(cfg)`` (config.json's settings) and ``canonical`` (the
-same function in the family's layout, e.g. RoPE pairs permuted).
+config is not this family), ``hf_config(cfg)`` (config.json's settings), ``hf_shapes(cfg)`` (the
+tensors a folder holds, so a folder is written without transformers), ``canonical`` (the same
+function in the family's layout, e.g. RoPE pairs permuted, an attention-only model's MLPs as
+zeros) and ``shape`` (the settings that make a model this family: the Train page's choice).
 
 Every tensor of the folder must be used or named in ``ignored_for(cfg)`` (buffers, poolers, heads
 tfviz does not show; a tied head's copies only when tied, checked equal), so a weight that a
@@ -69,6 +71,52 @@ class Adapter:
         """The same function in the family's own layout (e.g. RoPE pairs permuted): the config
         and state dict that ``model_config`` / ``state_dict`` read back from the exported folder."""
         return cfg, state
+
+    @classmethod
+    def hf_config_file(cls, cfg: ModelConfig) -> dict:
+        """config.json as a folder of this family holds it (``hf_config`` plus the class, the dtype
+        and the settings transformers would otherwise take from its defaults)."""
+        return {"architectures": [cls.exports_as], **cls.hf_config(cfg), "dtype": "float32"}
+
+    @classmethod
+    def hf_shapes(cls, cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+        """Every tensor a folder of this family holds for a config without ``problems`` (the
+        names save_pretrained writes: a tied head's copy left out) -> its shape."""
+        raise NotImplementedError
+
+    @classmethod
+    def copies(cls, cfg: ModelConfig) -> dict[str, str]:
+        """Tensors a folder holds that the family's model never reads, written equal to another
+        (copy -> source) so that transformers finds every tensor it expects."""
+        return {}
+
+    # ------------------------------------------------------------ the Train page's choice
+    shape: dict = {}      # ModelConfig settings that make a model this family (empty: none offered)
+    shape_label = ""      # "GPT-2-shaped"
+
+    @classmethod
+    def shaped(cls, fields: dict) -> dict:
+        """``fields`` (ModelConfig fields, e.g. a form's) with ``shape`` applied: a config built
+        from the result has no ``problems`` for this family (tests check it for every preset)."""
+        return {**fields, **cls.shape}
+
+    @staticmethod
+    def with_zero_mlps(cfg: ModelConfig, state: dict) -> tuple[ModelConfig, dict]:
+        """An attention-only model as the same model with an MLP in every block whose weights and
+        biases are all zero: each MLP then adds exactly 0 to the residual stream (W_out = 0 and a
+        zero bias give 0 for any finite input; x + 0 = x), so the function is unchanged; the norm
+        before it (weight 1, bias 0) only feeds that MLP."""
+        if not cfg.attn_only:
+            return cfg, state
+        from ..model.families import tensor_shapes
+
+        full = cfg.replace(attn_only=False)
+        state = dict(state)
+        for name, (_, shape) in tensor_shapes(full).items():
+            if name not in state:
+                fill = torch.ones if re.search(r"\.ln2\.weight$", name) else torch.zeros
+                state[name] = fill(shape)
+        return full, state
 
     @staticmethod
     def check(checks: list[tuple[bool, str]]) -> list[str]:
@@ -216,7 +264,6 @@ class GPT2(Adapter):
             (cfg.activation in ("gelu", "gelu_new"), f"activation={cfg.activation!r} (GPT-2: gelu or gelu_new)"),
             (cfg.n_kv_heads == cfg.n_heads, f"n_kv_heads={cfg.n_kv_heads} (GPT-2 has one key/value head per head)"),
             (cfg.bias, "bias=False (GPT-2 has biases in every linear layer)"),
-            (not cfg.attn_only, "attn_only=True (every GPT-2 block has an MLP)"),
             (cfg.window is None and not cfg.global_tokens, "a sliding window (GPT-2 attends to every earlier token)"),
             (cfg.head == "linear", f"head={cfg.head!r} (GPT-2's head is one linear map)"),
             (not cfg.embed_norm, "embed_norm=True (GPT-2 has no norm on the embeddings)"),
@@ -229,6 +276,43 @@ class GPT2(Adapter):
                     layer_norm_epsilon=cfg.layer_norm_eps, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
                     attn_pdrop=cfg.dropout, tie_word_embeddings=cfg.tie_embeddings, bos_token_id=None,
                     eos_token_id=None, pad_token_id=None)
+
+    @classmethod
+    def hf_config_file(cls, cfg):
+        return {**super().hf_config_file(cfg), "scale_attn_weights": True,
+                "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
+                "add_cross_attention": False}
+
+    @classmethod
+    def canonical(cls, cfg, state):
+        """An attention-only model: GPT-2 blocks whose MLPs are all zeros (exactly the same function)."""
+        return cls.with_zero_mlps(cfg, state)
+
+    @classmethod
+    def hf_shapes(cls, cfg):
+        d, f, p = cfg.d_model, cfg.d_ff, "transformer."
+        out = {p + "wte.weight": (cfg.vocab_size, d), p + "wpe.weight": (cfg.max_len, d)}
+        for i in range(cfg.n_layers):  # Conv1D weights are [in, out]
+            h = f"{p}h.{i}."
+            out.update({h + "ln_1.weight": (d,), h + "ln_1.bias": (d,),
+                        h + "attn.c_attn.weight": (d, 3 * d), h + "attn.c_attn.bias": (3 * d,),
+                        h + "attn.c_proj.weight": (d, d), h + "attn.c_proj.bias": (d,),
+                        h + "ln_2.weight": (d,), h + "ln_2.bias": (d,),
+                        h + "mlp.c_fc.weight": (d, f), h + "mlp.c_fc.bias": (f,),
+                        h + "mlp.c_proj.weight": (f, d), h + "mlp.c_proj.bias": (d,)})
+        out.update({p + "ln_f.weight": (d,), p + "ln_f.bias": (d,)})
+        if not cfg.tie_embeddings:
+            out["lm_head.weight"] = (cfg.vocab_size, d)
+        return out
+
+    shape = dict(arch="decoder", pos="learned", norm="pre", normalization="layernorm",
+                 activation="gelu_new", bias=True, tie_embeddings=True, window=None, global_tokens=0,
+                 head="linear", embed_norm=False, n_token_types=0)
+    shape_label = "GPT-2-shaped"
+
+    @classmethod
+    def shaped(cls, fields):
+        return {**super().shaped(fields), "n_kv_heads": fields.get("n_heads")}  # one K/V head per head
 
     @classmethod
     def state_dict(cls, cfg, w):
@@ -334,6 +418,47 @@ class Bert(Adapter):
         if cfg.n_token_types:
             return cfg, state
         return cfg.replace(n_token_types=1), {**state, "token_type_embed.weight": torch.zeros(1, cfg.d_model)}
+
+    @classmethod
+    def hf_config_file(cls, cfg):
+        return {**super().hf_config_file(cfg), "is_decoder": False, "add_cross_attention": False}
+
+    @classmethod
+    def hf_shapes(cls, cfg):
+        d, f, v, p = cfg.d_model, cfg.d_ff, cfg.vocab_size, "bert."
+        e, c = p + "embeddings.", "cls.predictions."
+        out = {e + "word_embeddings.weight": (v, d), e + "position_embeddings.weight": (cfg.max_len, d),
+               e + "token_type_embeddings.weight": (cfg.n_token_types, d),
+               e + "LayerNorm.weight": (d,), e + "LayerNorm.bias": (d,)}
+        for i in range(cfg.n_layers):
+            h = f"{p}encoder.layer.{i}."
+            for x in ("query", "key", "value"):
+                out.update({f"{h}attention.self.{x}.weight": (d, d), f"{h}attention.self.{x}.bias": (d,)})
+            out.update({h + "attention.output.dense.weight": (d, d), h + "attention.output.dense.bias": (d,),
+                        h + "attention.output.LayerNorm.weight": (d,), h + "attention.output.LayerNorm.bias": (d,),
+                        h + "intermediate.dense.weight": (f, d), h + "intermediate.dense.bias": (f,),
+                        h + "output.dense.weight": (d, f), h + "output.dense.bias": (d,),
+                        h + "output.LayerNorm.weight": (d,), h + "output.LayerNorm.bias": (d,)})
+        out.update({c + "transform.dense.weight": (d, d), c + "transform.dense.bias": (d,),
+                    c + "transform.LayerNorm.weight": (d,), c + "transform.LayerNorm.bias": (d,),
+                    c + "bias": (v,)})
+        if not cfg.tie_embeddings:  # the untied head reads its own weight and bias
+            out.update({c + "decoder.weight": (v, d), c + "decoder.bias": (v,)})
+        return out
+
+    @classmethod
+    def copies(cls, cfg):
+        """Untied, transformers' head reads decoder.bias; cls.predictions.bias is written equal."""
+        return {} if cfg.tie_embeddings else {"cls.predictions.bias": "cls.predictions.decoder.bias"}
+
+    shape = dict(arch="encoder", pos="learned", norm="post", normalization="layernorm", activation="gelu",
+                 bias=True, tie_embeddings=True, window=None, global_tokens=0, attn_only=False,
+                 head="mlm", embed_norm=True)
+    shape_label = "BERT-shaped"
+
+    @classmethod
+    def shaped(cls, fields):
+        return {**super().shaped(fields), "n_kv_heads": fields.get("n_heads")}
 
     @classmethod
     def state_dict(cls, cfg, w):
@@ -450,7 +575,6 @@ class Llama(Adapter):
             (cfg.norm == "pre", f"norm={cfg.norm!r} (Llama is pre-norm)"),
             (cfg.normalization == "rmsnorm", f"normalization={cfg.normalization!r} (Llama uses RMSNorm)"),
             (cfg.activation == "swiglu", f"activation={cfg.activation!r} (Llama's MLP is SwiGLU)"),
-            (not cfg.attn_only, "attn_only=True (every Llama layer has an MLP)"),
             (cfg.window is None and not cfg.global_tokens, "a sliding window (Llama attends to every earlier token)"),
             (cfg.head == "linear", f"head={cfg.head!r} (Llama's head is one linear map)"),
             (not cfg.embed_norm, "embed_norm=True (Llama has no norm on the embeddings)"),
@@ -467,10 +591,43 @@ class Llama(Adapter):
                     pad_token_id=None)
 
     @classmethod
+    def hf_config_file(cls, cfg):
+        out = {**super().hf_config_file(cfg), "head_dim": cfg.d_head, "pretraining_tp": 1}
+        out["rope_parameters"] = {"rope_theta": out.pop("rope_theta"), "rope_type": "default"}
+        return out
+
+    @classmethod
+    def hf_shapes(cls, cfg):
+        d, f, p = cfg.d_model, cfg.d_ff, "model."
+        hq, hkv = cfg.n_heads * cfg.d_head, cfg.n_kv_heads * cfg.d_head
+        out = {p + "embed_tokens.weight": (cfg.vocab_size, d)}
+        for i in range(cfg.n_layers):
+            h = f"{p}layers.{i}."
+            parts = {"self_attn.q_proj": (hq, d), "self_attn.k_proj": (hkv, d), "self_attn.v_proj": (hkv, d),
+                     "self_attn.o_proj": (d, hq), "mlp.gate_proj": (f, d), "mlp.up_proj": (f, d),
+                     "mlp.down_proj": (d, f)}
+            for name, shape in parts.items():
+                out[f"{h}{name}.weight"] = shape
+                if cfg.bias:  # attention_bias and mlp_bias
+                    out[f"{h}{name}.bias"] = shape[:1]
+            out.update({h + "input_layernorm.weight": (d,), h + "post_attention_layernorm.weight": (d,)})
+        out[p + "norm.weight"] = (d,)
+        if not cfg.tie_embeddings:
+            out["lm_head.weight"] = (cfg.vocab_size, d)
+        return out
+
+    shape = dict(arch="decoder", pos="rope", rope_pairs="half", norm="pre", normalization="rmsnorm",
+                 activation="swiglu", bias=False, tie_embeddings=False, window=None, global_tokens=0,
+                 head="linear", embed_norm=False, n_token_types=0)
+    shape_label = "Llama-shaped"
+
+    @classmethod
     def canonical(cls, cfg, state):
-        """Llama rotates half-split pairs: a model trained with another pairing (tfviz's own:
+        """An attention-only model: Llama layers whose MLPs are all zeros (``with_zero_mlps``).
+        Llama rotates half-split pairs: a model trained with another pairing (tfviz's own:
         interleaved) is the same function with each head's q and k dimensions reordered so that
         its pair i lands on (i, i + d_head/2) — q.k is unchanged by permuting both alike."""
+        cfg, state = cls.with_zero_mlps(cfg, state)
         if cfg.rope_pairs == "half":
             return cfg, state
         perm = rope_permutation(cfg.rope_pairs, "half", cfg.d_head)

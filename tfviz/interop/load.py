@@ -4,6 +4,7 @@ writes it as a tfviz checkpoint (``python -m tfviz import PATH --out NAME``).
     ck = tfviz.from_pretrained("models/gpt2", progress=lambda f, msg: print(f"{f:.0%} {msg}"))
     ck.model        # a tfviz.Transformer: record(), generate(), every hook point
     ck.tokenizer    # the folder's tokenizer.json, with its own ids and special tokens
+    ck.task         # the tfviz task it was trained on, for a folder tfviz wrote (tfviz_task.json)
     ck.meta["extra"]["imported"]   # family, model_type, notes (what was adapted), its config.json
 
 Offline and read only: the folder (or the hub cache) is read, nothing is downloaded, written or
@@ -13,6 +14,7 @@ model's parameters directly (no random initialisation, no second copy).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -21,6 +23,7 @@ from ..model import Transformer
 from ..train.checkpoint import Checkpoint, save_checkpoint
 from ..version import __version__
 from .families import adapter_for, unused
+from . import taskfile
 from .folder import ModelFolder, ModelFolderError, Progress
 from .tokenizer import load_tokenizer
 
@@ -84,13 +87,7 @@ def _from_pretrained(path, max_bytes, progress, device) -> Checkpoint:
             f"{folder.path}: {len(left)} weight(s) that the {family.label} mapping does not use "
             f"({', '.join(left[:4])}{' ...' if len(left) > 4 else ''}): the model has parts tfviz does not "
             "implement, so it would compute something else; refused")
-    report(0.9, "building the model")
-    try:
-        model = Transformer.from_state_dict(cfg, state).to(device).eval()
-    except (RuntimeError, ValueError) as e:  # a shape that does not fit config.json
-        raise ModelFolderError(f"{folder.path}: the weights do not fit config.json: "
-                               f"{str(e).splitlines()[-1].strip()[:300]}") from None
-    report(0.95, "reading tokenizer.json")
+    report(0.9, "reading tokenizer.json")
     tokenizer = None
     if folder.tokenizer_file is not None:
         tokenizer = load_tokenizer(folder.tokenizer_file, folder.tokenizer_config, folder.config,
@@ -101,18 +98,43 @@ def _from_pretrained(path, max_bytes, progress, device) -> Checkpoint:
     else:
         notes.append("no tokenizer.json in the folder: token ids only (tfviz reads the fast-tokenizer "
                      "file that save_pretrained writes, not vocab.txt / tokenizer.model)")
+    task, written, task_notes = taskfile.read(folder.path, tokenizer)
+    notes += task_notes
+    if attention_only(written, cfg, state):  # the same function without the MLPs of zeros
+        cfg, state = cfg.replace(attn_only=True), {k: v for k, v in state.items() if not _MLP.search(k)}
+        notes.append("attention-only, as tfviz trained it: every MLP in the folder is zeros (adds exactly 0)")
+    report(0.95, "building the model")
+    try:
+        model = Transformer.from_state_dict(cfg, state).to(device).eval()
+    except (RuntimeError, ValueError) as e:  # a shape that does not fit config.json
+        raise ModelFolderError(f"{folder.path}: the weights do not fit config.json: "
+                               f"{str(e).splitlines()[-1].strip()[:300]}") from None
     imported = {"source": SOURCE, "family": family.name, "model_type": folder.config.get("model_type"),
                 "architectures": folder.config.get("architectures") or [], "folder": str(folder.path),
                 "notes": notes, "weights_bytes": folder.nbytes, "hf_config": folder.config}
     report(1.0, "loaded")
-    return Checkpoint(folder.path, model, cfg, tokenizer, None, None, [],
+    return Checkpoint(folder.path, model, cfg, tokenizer, task, None, [],
                       {"tfviz_version": __version__, "extra": {"imported": imported}})
+
+
+_MLP = re.compile(r"^stack\.blocks\.\d+\.(ln2|mlp)\.")
+
+
+def attention_only(written: dict, cfg, state: dict) -> bool:
+    """Whether a folder tfviz wrote for an attention-only model (its tfviz_task.json says
+    ``attn_only``) still holds MLPs that add exactly 0: every MLP output weight and bias zero."""
+    trained = written.get("tfviz_config") if isinstance(written, dict) else None
+    if not (isinstance(trained, dict) and trained.get("attn_only") is True) or cfg.attn_only:
+        return False
+    outs = [v for k, v in state.items() if re.search(r"^stack\.blocks\.\d+\.mlp\.W_out\.", k)]
+    return bool(outs) and all(not bool(v.any()) for v in outs)
 
 
 def import_folder(path: str | os.PathLike, out: str | os.PathLike, *, max_bytes: int | None = None,
                   progress: Progress | None = None) -> Path:
     """``from_pretrained(path)`` saved as a tfviz checkpoint at ``out`` (safetensors + JSON, the
-    folder's family, model_type, notes and config.json kept under ``extra["imported"]``)."""
+    folder's family, model_type, notes and config.json kept under ``extra["imported"]``, its task
+    when the folder brought one)."""
     ck = from_pretrained(path, max_bytes=max_bytes, progress=progress)
     with torch.no_grad():
-        return save_checkpoint(out, ck.model, tokenizer=ck.tokenizer, extra=ck.meta["extra"])
+        return save_checkpoint(out, ck.model, tokenizer=ck.tokenizer, task=ck.task, extra=ck.meta["extra"])
