@@ -101,7 +101,7 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
         with col:
             show(fig, key, data=df)
     st.dataframe(df.drop(columns=["layer", "head"]).round(4), hide_index=True, key="eff_table")
-    together = st.text_input("Switch several heads off together", key="eff_set",
+    together = st.text_input("Switch several heads off together", key="eff_set", max_chars=2000,
                              placeholder="e.g. L1H1+L1H3, or L1 for a whole layer",
                              help="Heads as L{layer}H{head} joined by +; a layer alone (L1) is all its heads.")
     if together.strip():
@@ -135,7 +135,7 @@ def patch(lm, inp) -> None:
     c1, c2 = st.columns(2)
     pos = c1.selectbox("Word to change", range(len(inp.ids)), index=min(default_pos, len(inp.ids) - 1),
                        key="eff_patch_pos", format_func=lambda i: f"{i}: {inp.tokens[i]}")
-    word = c2.text_input("Replace it by", value=default_word, key="eff_patch_word",
+    word = c2.text_input("Replace it by", value=default_word, key="eff_patch_word", max_chars=100,
                          help="One token of this model's vocabulary. For a pronoun sentence the default "
                               "is a deciding word that fits the other noun: the referent flips.")
     ids = _token_of(lm.tokenizer, word.strip())
@@ -165,10 +165,13 @@ def patch(lm, inp) -> None:
 
 
 def _token_of(tok, word: str) -> int | None:
-    if not word or tok is None:
+    if not word or tok is None or len(word) > 100:  # one token: a word, not a text
         return None
     for w in (word, " " + word):
-        ids = tok.encode_ids(w)
+        try:
+            ids = tok.encode_ids(w)
+        except ValueError:  # tfviz.tokenize.TokenizerError: this tokenizer cannot read it
+            return None
         if len(ids) == 1:
             return ids[0]
     return None
