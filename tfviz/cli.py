@@ -296,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, ImportError) as e:  # no family fits, an existing folder, no transformers
             print(f"error: {e}", file=sys.stderr)
             return 1
+        except OSError as e:  # anything else the disk says: one line, never a traceback
+            print(f"error: cannot export to {args.out}: {e.strerror or e}", file=sys.stderr)
+            return 1
         print(f"exported: {out}")
         return 0
     if args.command == "worker":

@@ -29,6 +29,7 @@ otherwise the export is refused. transformers does not mask padding by token id:
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from types import SimpleNamespace
 
@@ -188,9 +189,14 @@ def export_folder(model: Transformer, out, tokenizer=None):
     """``to_hf(model).save_pretrained(out)``, with ``tokenizer`` (a ``tfviz.Tokenizer``) saved
     beside it as transformers writes a fast tokenizer (tokenizer.json, its special tokens named in
     tokenizer_config.json): a folder ``tfviz.from_pretrained`` and transformers both open. Refuses
-    an ``out`` that exists and is not an empty folder (nothing is overwritten). -> the folder."""
+    an ``out`` that exists and is not an empty folder (nothing is overwritten), a link to nothing,
+    and a place where no folder can be made (under a file, in /proc: ``ValueError``, one line); a
+    folder it made is removed again when writing into it fails. -> the folder."""
+    import shutil
     from pathlib import Path
     out = Path(out).expanduser()
+    if out.is_symlink() and not out.exists():
+        raise ValueError(f"{out} is a link to nothing ({os.readlink(out)}): pick a new folder")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} already exists and is not an empty folder: pick a new one")
     if tokenizer is not None and tokenizer.vocab_size > model.config.vocab_size:
@@ -200,8 +206,17 @@ def export_folder(model: Transformer, out, tokenizer=None):
         from transformers import PreTrainedTokenizerFast
         fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend, **{
             ROLE_KEYS[role]: tok for role, tok in tokenizer.specials.items() if role in ROLE_KEYS})
-    out.mkdir(parents=True, exist_ok=True)
-    hf.save_pretrained(str(out))
-    if tokenizer is not None:
-        fast.save_pretrained(str(out))
+    made = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot make the folder {out}: {e.strerror or e}") from None
+    try:
+        hf.save_pretrained(str(out))
+        if tokenizer is not None:
+            fast.save_pretrained(str(out))
+    except OSError as e:  # a full disk, a folder made read-only meanwhile
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise ValueError(f"cannot write the model into {out}: {e.strerror or e}") from None
     return out
