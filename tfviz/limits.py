@@ -18,9 +18,10 @@ environment variable each, read when asked (so a server, or a test, sets them be
                                          once (longer texts in pieces)
     TFVIZ_TEXT_MAX_CHARS       20000     text typed on a page (the text areas stop there; longer
                                          text, e.g. from a link, is cut with a note)
-    TFVIZ_GRID_MAX_GFLOP       2000      one causal grid on the CPU (heads switched off one at a
+    TFVIZ_GRID_MAX_GFLOP       1000      one causal grid on the CPU (heads switched off one at a
                                          time, patching): tokens x heads x layers forwards, in
-                                         GFLOP of the model; a larger one is refused (0 = no limit)
+                                         GFLOP of the model (GPT-2 small, every head, 40 tokens);
+                                         a larger one is refused (0 = no limit)
     TFVIZ_GRID_AUTO_S          5         a grid estimated to take longer waits for a button
     (FOLDER_JSON_MB)           4         a model folder's config.json, shard index,
                                          tokenizer_config.json, special_tokens_map.json (real ones:
@@ -119,7 +120,7 @@ def text_chars() -> int:
 
 def grid_max_flops() -> float | None:
     """The most floating-point operations one causal grid may take on a CPU (None: no limit)."""
-    gflop = _number("TFVIZ_GRID_MAX_GFLOP", 2000, 0)
+    gflop = _number("TFVIZ_GRID_MAX_GFLOP", 1000, 0)
     return gflop * 1e9 if gflop else None
 
 
