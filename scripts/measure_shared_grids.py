@@ -78,6 +78,13 @@ def measure_lock(repo: Path, folder: Path, tokens: int) -> None:
     print(f"lock: {cfg.n_layers * cfg.n_heads} heads x {tokens} tokens: the grid took {times['grid']:.1f} s; "
           f"another session's locked() recording of the same model, started as the grid began, "
           f"took {times['other']:.2f} s")
+    if hasattr(effects, "_forward_seconds"):  # the page's estimate, before a grid starts
+        from tfviz.analysis import interventions as iv
+
+        cost = iv.grid_cost(lm.model, 1, tokens, iv.head_grid_layers(lm.model))
+        print(f"estimate: {cost.flops / 1e9:,.0f} GFLOP, the page would say about "
+              f"{cost.seconds(effects._forward_seconds(lm, (x,), cost.rows)):.0f} s (measured above: "
+              f"{times['grid']:.0f} s, with the other session's recording beside it)")
 
 
 def measure_findings(repo: Path, sessions: int) -> None:
@@ -125,6 +132,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default="lock,findings")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
+    import logging
+
+    logging.getLogger("streamlit").setLevel(logging.ERROR)  # bare mode's warnings, once per call
     repo = args.repo.resolve()
     sys.path[:0] = [str(repo), str(REPO / "scripts")]
     import torch

@@ -85,7 +85,10 @@ for i in range(4):
     at.switch_page("app_pages/tokens.py").run() if i == 0 else at.run()
     times.append(time.perf_counter() - t)
 shown = [str(e.value)[:160] for e in at.exception] or messages(at).splitlines()[:3]
-print("RESULT Tokens page visits: " + ", ".join(f"{t:.2f} s" for t in times) + f"; shown: {shown}")
+box = next(s for s in at.sidebar.selectbox if s.label == "Model")
+notes = [e.label for e in at.sidebar.expander if "cannot open" in e.label]
+print("RESULT Tokens page visits: " + ", ".join(f"{t:.2f} s" for t in times) + f"; model shown: "
+      f"{box.value.split('/')[-1]!r}; sidebar: {notes}; messages: {shown}")
 """
 
 

@@ -52,21 +52,25 @@ def _timings():
     return SharedResults(keep=256)
 
 
-def _forward_seconds(lm, shape: tuple, inputs) -> float:
-    """One plain forward of ``inputs`` on a private copy of the model, timed (once per server for
-    the model and the inputs' shape): what a grid's estimate scales."""
+def _forward_seconds(lm, inputs, rows: int) -> float:
+    """One plain forward of ``inputs`` repeated to ``rows`` rows (a grid's typical forward) on a
+    private copy of the model, timed once for the server per model and shape: what a grid's
+    estimate scales."""
     import time
 
     import torch
+
+    batch = inputs[-1].shape[0]
+    x = tuple(t.repeat(max(1, rows // batch), *([1] * (t.dim() - 1))) for t in inputs)
 
     def run(report):
         with locked([lm]):
             model = iv.private(lm.model)
         with torch.no_grad():
             t = time.perf_counter()
-            model.eval()(*inputs)
+            model.eval()(*x)
             return time.perf_counter() - t
-    return _timings().get((*lm.key, shape), run)
+    return _timings().get((*lm.key, tuple(t.shape for t in x)), run)
 
 
 def _flop(x: float) -> str:
@@ -89,7 +93,7 @@ def _may_start(lm, full: tuple, cost: iv.GridCost, what: str, inputs) -> tuple[b
                 f"(TFVIZ_GRID_MAX_GFLOP): shorten the input to about {fits:,} tokens, or pick a "
                 "smaller model.")
         return False, size
-    seconds = cost.seconds(_forward_seconds(lm, tuple(t.shape for t in inputs), inputs))
+    seconds = cost.seconds(_forward_seconds(lm, inputs, cost.rows))
     about = f"about {seconds:,.0f} s" if seconds >= 1.5 else "about a second"
     if seconds <= limits.grid_auto_seconds():
         return True, about

@@ -80,7 +80,8 @@ def test_grid_cost_counts_the_forwards_effect_runs(tiny_zoo):
     want = sum(head + (per_token - head) * (cfg.n_layers - l) / cfg.n_layers
                for l in range(cfg.n_layers) for _ in range(cfg.n_heads)) + per_token
     assert grid.flops == pytest.approx(length * want)
-    assert grid.seconds(0.5) == pytest.approx(0.5 * grid.flops / grid.forward)
+    assert grid.rows == cfg.n_heads  # one layer's heads batched, as effect's chunks are
+    assert grid.seconds(0.5) == pytest.approx(0.5 * grid.flops / (grid.forward * cfg.n_heads))
 
 
 # ---------------------------------------------------------------------------- computed once

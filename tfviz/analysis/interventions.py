@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -386,15 +387,19 @@ def _run_chunk(model, inputs, chunk, values, metric, B, single, forward_kwargs) 
 class GridCost:
     """What ``effect`` will cost for some variants, before it runs: ``flops`` of its forwards
     (each variant from its first edited layer on, as a single-stack model runs them: the prefix is
-    shared), ``forward``: one plain forward of the same inputs, ``tokens``: batch x positions,
-    ``variants``. ``seconds(t)``: the time it takes if one forward takes ``t`` seconds."""
+    shared), ``forward``: one plain forward of the inputs (``batch`` rows), ``tokens``: batch x
+    positions, ``variants``, ``rows``: the rows of its typical forward (variants of one layer
+    batched: a batch-1 forward of a big model is bound by reading its weights, a sweep's are not).
+    ``seconds(t)``: its time if a forward of ``rows`` rows takes ``t`` seconds."""
     flops: float
     forward: float
     tokens: int
     variants: int
+    batch: int = 1
+    rows: int = 1
 
-    def seconds(self, forward_seconds: float) -> float:
-        return forward_seconds * self.flops / self.forward
+    def seconds(self, rows_seconds: float) -> float:
+        return rows_seconds * self.flops / (self.forward * self.rows / self.batch)
 
 
 def grid_cost(model, batch: int, length: int, first_layers: Sequence[int | None]) -> GridCost:
@@ -412,8 +417,10 @@ def grid_cost(model, batch: int, length: int, first_layers: Sequence[int | None]
     single = getattr(cfg, "arch", "") != "encoder-decoder"
     share = [1.0 if (l is None or not single) else (layers - l) / layers for l in first_layers]
     tokens = batch * length
+    runs = [len(list(g)) for _, g in itertools.groupby(first_layers)]  # effect's chunks: one layer's
+    rows = batch * min(max(1, MAX_ROWS // batch), max(runs, default=1))
     return GridCost(float(tokens * sum(head + blocks * f for f in share)), float(tokens * per_token),
-                    int(tokens), len(first_layers))
+                    int(tokens), len(first_layers), int(batch), int(rows))
 
 
 def head_grid_layers(model) -> list[int | None]:
