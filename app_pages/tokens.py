@@ -24,7 +24,8 @@ st.title("Tokens & embeddings")
 st.caption("A model never sees letters: text is cut into **tokens**, each token becomes an id, "
            "and each id looks up a vector. Hover a coloured span to see its id and offsets.")
 
-raw = st.text_area("Text to tokenize", DEFAULT_TEXT, key="tok_text", height=90, max_chars=max_chars())
+raw = st.text_area("Text to tokenize", DEFAULT_TEXT, key="tok_text", height=90, max_chars=max_chars(),
+                   help=f"At most {max_chars():,} characters (TFVIZ_TEXT_MAX_CHARS).")
 text, notes = clean_text(raw)
 for note in notes:
     st.warning(note)
@@ -39,8 +40,8 @@ bpe_vocab = c2.slider("BPE vocabulary size", BPE_MIN_VOCAB, 2000, 400, step=1, k
                       help=f"At least {BPE_MIN_VOCAB}: 7 special tokens + the 256 bytes.")
 corpus = cache.default_corpus()
 if source == "my own text":
-    corpus, more = clean_text(st.text_area("Corpus to train on", key="tok_corpus_text", max_chars=max_chars(),
-                                           placeholder="Paste a few paragraphs…"))
+    corpus, more = clean_text(st.text_area("Corpus to train on", key="tok_corpus_text",
+                                           max_chars=max_chars(), placeholder="Paste a few paragraphs…"))
     for note in more:
         st.warning(note)
     if not corpus.strip():
