@@ -18,7 +18,7 @@ progress bar draws nothing), in this one process:
             same moment (``zoo.causal.coref_effects`` on the zoo's coref model, through
             ``computed``): how many times it was computed and each session's wait.
 
-The grid's own size bound and button (``TFVIZ_GRID_MAX_GFLOP``, ``TFVIZ_GRID_AUTO_S``) are the
+The grid's own size bound and button (``TFVIZ_GRID_MAX_GFLOP``, ``TFVIZ_GRID_AUTO_GFLOP``) are the
 page's, not ``computed``'s: not in the way here. The machine's load is printed with the figures.
 """
 from __future__ import annotations

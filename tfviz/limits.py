@@ -22,7 +22,9 @@ environment variable each, read when asked (so a server, or a test, sets them be
                                          time, patching): tokens x heads x layers forwards, in
                                          GFLOP of the model (GPT-2 small, every head, 40 tokens);
                                          a larger one is refused (0 = no limit)
-    TFVIZ_GRID_AUTO_S          5         a grid estimated to take longer waits for a button
+    TFVIZ_GRID_AUTO_GFLOP      20        a larger grid waits for a button (its time estimated from
+                                         one forward, shown on it) instead of starting when the tab
+                                         opens; the shipped models' grids are below 6
     (FOLDER_JSON_MB)           4         a model folder's config.json, shard index,
                                          tokenizer_config.json, special_tokens_map.json (real ones:
                                          a few kB; a 70B model's index: 60 kB)
@@ -124,8 +126,9 @@ def grid_max_flops() -> float | None:
     return gflop * 1e9 if gflop else None
 
 
-def grid_auto_seconds() -> float:
-    return float(_number("TFVIZ_GRID_AUTO_S", 5, 0))
+def grid_auto_flops() -> float:
+    """The most floating-point operations of a grid that starts without its button."""
+    return float(_number("TFVIZ_GRID_AUTO_GFLOP", 20, 0)) * 1e9
 
 
 def upload_bytes() -> int:

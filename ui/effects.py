@@ -13,8 +13,8 @@ model's lock in milliseconds; one computation per key for the server (later call
 first, with its progress: ``tfviz.classroom.results``), one at a time per session; on the CPU a
 grid's size is known before it starts (``interventions.grid_cost``: its forwards' FLOPs, and one
 forward timed on this input: "about N s"), one above ``TFVIZ_GRID_MAX_GFLOP`` is refused with the
-limit, and one estimated over ``TFVIZ_GRID_AUTO_S`` waits for a button instead of starting when
-the tab opens.
+limit, and one over ``TFVIZ_GRID_AUTO_GFLOP`` waits for a button showing its estimate ("about
+N s") instead of starting when the tab opens.
 """
 from __future__ import annotations
 
@@ -79,24 +79,27 @@ def _flop(x: float) -> str:
 
 
 def _may_start(lm, full: tuple, cost: iv.GridCost, what: str, inputs) -> tuple[bool, str]:
-    """(whether the grid may start now, its estimate in words): refused above the CPU limit, a
-    button when estimated over ``TFVIZ_GRID_AUTO_S``."""
+    """(whether the grid may start now, its estimate in words), on a CPU: refused above the limit;
+    over ``TFVIZ_GRID_AUTO_GFLOP`` a button with its estimated time (by size, not by a timing, so
+    whether a grid starts by itself does not depend on how busy the machine is)."""
     import hashlib
 
     from tfviz import limits
 
     size = f"{cost.variants:,} runs of the model on {cost.tokens:,} tokens ({_flop(cost.flops)})"
-    limit = limits.grid_max_flops()
-    if limit and next(lm.model.parameters()).device.type == "cpu" and cost.flops > limit:
+    limit, cpu = limits.grid_max_flops(), next(lm.model.parameters()).device.type == "cpu"
+    if not cpu:  # the size bound is the CPU's (issue 29); no GPU was measured for one
+        return True, ""
+    if limit and cost.flops > limit:
         fits = max(1, int(cost.tokens * limit / cost.flops))
         st.info(f"{what}: {size}. This server computes at most {_flop(limit)} per grid on its CPU "
                 f"(TFVIZ_GRID_MAX_GFLOP): shorten the input to about {fits:,} tokens, or pick a "
                 "smaller model.")
         return False, size
+    if cost.flops <= limits.grid_auto_flops():
+        return True, ""
     seconds = cost.seconds(_forward_seconds(lm, inputs, cost.rows))
     about = f"about {seconds:,.0f} s" if seconds >= 1.5 else "about a second"
-    if seconds <= limits.grid_auto_seconds():
-        return True, about
     st.caption(f"{what}: {size}, {about} on this server now (one forward timed on this input, "
                "scaled by the grid's work).")
     key = "eff_go_" + hashlib.sha1(repr(full).encode()).hexdigest()[:12]

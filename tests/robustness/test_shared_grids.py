@@ -10,7 +10,7 @@ Now (``ui.effects.computed``): a grid runs on a private copy of the module tree
 milliseconds; a key is computed once for the server (``tfviz.classroom.results.SharedResults``:
 later callers wait on the first and get its result); one computation at a time per session; its
 size is known before it starts (``interventions.grid_cost``), refused above
-``TFVIZ_GRID_MAX_GFLOP`` on a CPU, and behind a button when estimated over ``TFVIZ_GRID_AUTO_S``.
+``TFVIZ_GRID_MAX_GFLOP`` on a CPU, and behind a button (its time estimated) over ``TFVIZ_GRID_AUTO_GFLOP``.
 Every wait here is on an event, with a generous deadline; nothing depends on speed.
 """
 from __future__ import annotations
@@ -239,9 +239,9 @@ def test_a_grid_over_the_cpu_limit_is_refused_with_the_limit(tiny_zoo, monkeypat
 
 
 def test_a_grid_estimated_over_the_automatic_start_waits_for_its_button(tiny_zoo, monkeypatch):
-    """TFVIZ_GRID_AUTO_S=0: every grid waits for its button, its estimate shown ("about N s");
+    """TFVIZ_GRID_AUTO_GFLOP=0: every grid waits for its button, its estimate shown ("about N s");
     the tab opening starts nothing; the button starts it."""
-    monkeypatch.setenv("TFVIZ_GRID_AUTO_S", "0")
+    monkeypatch.setenv("TFVIZ_GRID_AUTO_GFLOP", "0")
     at = open_page("attention", tiny_zoo["tiny-induction"], att_tab="Effects", eff_data="input",
                    att_source="Type text", att_text="a b c a b c x y")
     assert all("eff_heatmap" not in c.proto.id for c in at.get("plotly_chart"))
