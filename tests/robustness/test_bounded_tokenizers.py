@@ -232,3 +232,22 @@ def test_real_normalizers_pass_with_their_growth(normalizer, growth):
     """GPT-2 (ByteLevel: 5), NFKC (18, U+FDFA), BERT's (4), Llama 2's Prepend + Replace."""
     rules = tokenize.rules_of(normalizer, {"type": "ByteLevel", "add_prefix_space": False})
     assert rules.growth == growth
+
+
+def test_a_precompiled_charsmap_grows_by_its_longest_replacement():
+    """A sentencepiece charsmap (Precompiled): a 4-byte trie size, the trie, then NUL-terminated
+    replacements; its growth is the longest one (here 10,000 'a's: refused)."""
+    import base64
+    import struct
+
+    def charsmap(*replacements: str) -> dict:
+        trie = b"\x00" * 8
+        blob = struct.pack("<I", len(trie)) + trie + b"".join(r.encode() + b"\0" for r in replacements)
+        return {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode()}
+
+    assert tokenize.rules_of(charsmap("a", "abc", "de"), None).growth == 3
+    with pytest.raises(TokenizerError, match="Precompiled normalizer can make a text 10,000 times longer"):
+        tokenize.rules_of(charsmap("a" * 10_000), None)
+    truncated = dict(charsmap("a"), precompiled_charsmap=base64.b64encode(struct.pack("<I", 99)).decode())
+    with pytest.raises(TokenizerError, match="truncated"):
+        tokenize.rules_of(truncated, None)
