@@ -10,6 +10,7 @@ from tfviz.analysis.cost import kv_cache_bytes
 from tfviz.model import hook_name
 from ui import cache
 from ui.figures import show
+from ui.inputs import max_chars, readable
 from ui.picker import current_model
 from ui.widgets import layer_head, or_stop
 
@@ -34,9 +35,9 @@ if path not in texts:
     texts[path] = dict(zip(("prompt", "src"), cache.prompt_texts(loaded)))
 with st.container(border=True):
     src = st.text_area("Source text (encoder input)", texts[path]["src"] or "", height=80,
-                       key=f"gen_src:{path}") if cfg.arch == "encoder-decoder" else None
+                       key=f"gen_src:{path}", max_chars=max_chars(tok)) if cfg.arch == "encoder-decoder" else None
     prompt = st.text_input("Prompt", texts[path]["prompt"], key=f"gen_prompt:{path}",
-                           help="[BOS] is added first if missing")
+                           help="[BOS] is added first if missing", max_chars=max_chars(tok))
     c = st.columns(5)
     n = c[0].slider("New tokens", 1, 64, 16, key="gen_n")
     temperature = c[1].slider("Temperature", 0.0, 2.0, 0.0, 0.05, key="gen_temp",
@@ -46,6 +47,7 @@ with st.container(border=True):
     eos = c[4].checkbox("Stop at [EOS]", True, key="gen_eos")
     c[4].button("New sample", key="gen_resample", disabled=temperature == 0, icon=":material/casino:",
                 on_click=lambda: ss.update(gen_seed=ss["gen_seed"] + 1), help="seed + 1")
+prompt, src = readable(tok, prompt, "The prompt"), src and readable(tok, src, "The source")
 texts[path].update(prompt=prompt, src=src)
 gen = or_stop(lambda: cache.generation(loaded, prompt, src, n, temperature, top_k, seed, eos),
               "Cannot generate: {}", st.warning)

@@ -9,6 +9,7 @@ from tfviz.tokenize import BPE_MIN_VOCAB
 from tfviz.viz import similarity_heatmap, token_spans_html
 from ui import cache
 from ui.figures import side_by_side
+from ui.inputs import max_chars, readable
 from ui.picker import current_model
 
 DEFAULT_TEXT = "the dogs near the old cat run. The zebra sings 🦓 unbelievably!"
@@ -23,7 +24,8 @@ st.title("Tokens & embeddings")
 st.caption("A model never sees letters: text is cut into **tokens**, each token becomes an id, "
            "and each id looks up a vector. Hover a coloured span to see its id and offsets.")
 
-raw = st.text_area("Text to tokenize", DEFAULT_TEXT, key="tok_text", height=90)
+raw = st.text_area("Text to tokenize", DEFAULT_TEXT, key="tok_text", height=90, max_chars=max_chars(),
+                   help=f"At most {max_chars():,} characters (TFVIZ_TEXT_MAX_CHARS).")
 text, notes = clean_text(raw)
 for note in notes:
     st.warning(note)
@@ -39,7 +41,7 @@ bpe_vocab = c2.slider("BPE vocabulary size", BPE_MIN_VOCAB, 2000, 400, step=1, k
 corpus = cache.default_corpus()
 if source == "my own text":
     corpus, more = clean_text(st.text_area("Corpus to train on", key="tok_corpus_text",
-                                           placeholder="Paste a few paragraphs…"))
+                                           max_chars=max_chars(), placeholder="Paste a few paragraphs…"))
     for note in more:
         st.warning(note)
     if not corpus.strip():
@@ -64,7 +66,12 @@ if tok is None:
     st.stop()
 
 st.subheader(f"The selected model's tokenizer ({tok.kind}, {tok.vocab_size} tokens)")
-enc = tok.encode(text)
+text = readable(tok, text)  # its rules may make a text longer: it reads fewer characters
+try:
+    enc = tok.encode(text)
+except ValueError as e:  # tfviz.tokenize.TokenizerError: e.g. "this tokenizer cannot read this text"
+    st.warning(f"The selected model's tokenizer: {e}")
+    st.stop()
 unk = sum(i == tok.unk_id for i in enc.ids)
 st.markdown(f"{len(enc)} tokens · {unk} unknown" + (" — this model never saw those words."
                                                    if unk else ""))

@@ -6,12 +6,14 @@ import streamlit as st
 
 from tfviz.analysis.order import bag_of_words, explain
 from tfviz.analysis.word2vec import GROUPS
+from tfviz.analysis.word2vec import MAX_CHARS as W2V_MAX_CHARS
 from tfviz.viz import across_layers_grid, bag_of_words_bars, cross_attention_alignment, order_bars, order_positions
 from tfviz.viz.longrange import (accuracy_vs_distance, accuracy_vs_length, gradient_vs_distance,
                                  path_length_curves)
 from tfviz.zoo import why_story as story
 from ui import cache, why
 from ui.figures import show
+from ui.inputs import max_chars
 from ui.models import zoo_model
 
 st.title("Why attention")
@@ -22,7 +24,8 @@ st.caption("Attention answers problems older models had. Each step below is meas
 st.header("1. Words as vectors: one-hot vs learned")
 builtin = st.radio("word2vec learns from", ["the built-in corpus", "your text"], horizontal=True,
                    key="why_corpus") == "the built-in corpus"
-text = None if builtin else st.text_area("Your text (a few hundred sentences work best)", key="why_text")
+text = None if builtin else st.text_area("Your text (a few hundred sentences work best)", key="why_text",
+                                         max_chars=W2V_MAX_CHARS)
 w2v = why.word2vec_trained(text)
 if w2v is None and st.button("Train word2vec (skip-gram, negative sampling; seconds, once for "
                              "everyone)", key="why_w2v_train"):
@@ -49,8 +52,9 @@ if (lm := zoo_model("lm")) is not None:
 
 st.header("2. Word order: a bag of words loses it")
 c1, c2 = st.columns(2)
-a = c1.text_input("sentence A", "the dog chases the cat", key="why_order_a")
-b = c2.text_input("sentence B (the same words, rearranged)", "the cat chases the dog", key="why_order_b")
+a = c1.text_input("sentence A", "the dog chases the cat", key="why_order_a", max_chars=max_chars())
+b = c2.text_input("sentence B (the same words, rearranged)", "the cat chases the dog", key="why_order_b",
+                  max_chars=max_chars())
 vocab, counts = bag_of_words([a.split(), b.split()])
 show(cache.figure_for((a, b), bag_of_words_bars, vocab, counts, [a, b]), key="why_bow")
 st.markdown(f"Bag-of-words vectors identical: **{bool((counts[0] == counts[1]).all())}**.")
@@ -103,7 +107,7 @@ if (r := results.get("bottleneck")) is not None:
 st.header("5. Attention: a direct path from every token, across layers")
 if lm is not None:
     sentence = st.text_input("text (the shipped lm reads it)", "the dog sees a cat . the cat "
-                             "follows the dog .", key="why_layers_text")
+                             "follows the dog .", key="why_layers_text", max_chars=max_chars())
     try:
         views, toks = why.layers(lm, sentence)
         show(cache.figure_for((lm.key, sentence), across_layers_grid,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,38 @@ def test_forced_cuda_without_gpu(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU
     assert main(["train", *TINY, "--steps", "5", "--out", str(tmp_path / "x"), "--device", "cuda"]) == 2
     assert "no CUDA GPU is available" in capsys.readouterr().err
+
+
+def test_export_to_a_place_no_folder_can_be_made_is_one_line(tmp_path):
+    """Issue 29, defect 12: ``--out`` a dangling link, a path under a file, or under /proc printed
+    a traceback (FileExistsError, NotADirectoryError, FileNotFoundError from mkdir). Now one line
+    each, exit 1, nothing written; the real command, in its own process."""
+    pytest.importorskip("transformers")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "a-file").write_text("x")
+    ckpt = ROOT / "checkpoints" / "pos-learned.safetensors"
+    for out, says in ((tmp_path / "dangling", "is a link to nothing"),
+                      (tmp_path / "a-file" / "sub", "cannot make the folder .*: Not a directory"),
+                      (Path("/proc/tfviz-export-test"), "cannot make the folder /proc/tfviz-export-test")):
+        proc = run_module("export", str(ckpt), "--out", str(out))
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+        assert re.search(says, lines[0]), lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "dangling"] and not (tmp_path / "nowhere").exists()
+
+
+def test_export_that_fails_while_writing_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    """Any OSError while the folder is written (here: the disk refuses the weights) is one line,
+    and the folder the export made is removed again."""
+    from tfviz import storage
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(storage, "write", full)  # the weights: the export writes its own folder
+    out = tmp_path / "out"
+    assert main(["export", str(ROOT / "checkpoints" / "pos-learned.safetensors"), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: cannot write the model into {out}: No space left on device", err
+    assert not out.exists()

@@ -86,12 +86,13 @@ def test_picking_tokens_changes_the_heatmap(tiny_zoo) -> None:
     pytest.param("x" * (MAX_CHARS + 5), id="huge")])
 def test_bad_text_gives_a_message_not_an_exception(tiny_zoo, text) -> None:
     at = open_page("tokens", tiny_zoo["tiny-coref"])
-    at.text_area(key="tok_text").input(text).run()
-    ok(at)
+    box = at.text_area(key="tok_text")
+    assert box.max_chars == MAX_CHARS  # the text area stops there (issue 29): the browser takes no more
+    (box.set_value(text) if len(text) > MAX_CHARS else box.input(text)).run()  # set_value: a client
+    ok(at)  # that ignores the limit; the server cuts it
     if not text:
         assert any("Type some text" in i.value for i in at.info)
     if len(text) > MAX_CHARS:
-        assert any(f"{MAX_CHARS:,}" in w.value for w in at.warning)
         assert frame(at)["count"][0] == MAX_CHARS  # characters, capped
         spans = at.get("html")[0].proto.body
         assert spans.count("<span") == SHOW_CHARS  # only the start is coloured (one per char)

@@ -297,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:  # no family fits, an existing folder
             print(f"error: {e}", file=sys.stderr)
             return 1
+        except OSError as e:  # anything else the disk says: one line, never a traceback
+            print(f"error: cannot export to {args.out}: {e.strerror or e}", file=sys.stderr)
+            return 1
         print(f"exported: {out}")
         return 0
     if args.command == "worker":

@@ -9,6 +9,22 @@ environment variable each, read when asked (so a server, or a test, sets them be
                                          Face folder: GPT-2 124M is 475 MB); never an upload
     TFVIZ_TOKENIZER_MAX_MB     32        a model folder's tokenizer.json (GPT-2's is 1.4 MB, Llama 3's
                                          8.7 MB, Qwen2's 7 MB), refused before it is read
+    TFVIZ_TOKENIZER_MAX_GROWTH 1000      how many times longer a tokenizer's normalizer and
+                                         pre-tokenizer may make a text (worst case, from its rules:
+                                         GPT-2's 5, BERT's 4, NFKC's 18); more is refused at load,
+                                         as is a regex that can backtrack exponentially
+    TFVIZ_TOKENIZER_MAX_CHARS  1000000   characters one encoding may hold after those rules: a
+                                         tokenizer reads at most this / its growth characters at
+                                         once (longer texts in pieces)
+    TFVIZ_TEXT_MAX_CHARS       20000     text typed on a page (the text areas stop there; longer
+                                         text, e.g. from a link, is cut with a note)
+    TFVIZ_GRID_MAX_GFLOP       1000      one causal grid on the CPU (heads switched off one at a
+                                         time, patching): tokens x heads x layers forwards, in
+                                         GFLOP of the model (GPT-2 small, every head, 40 tokens);
+                                         a larger one is refused (0 = no limit)
+    TFVIZ_GRID_AUTO_GFLOP      20        a larger grid waits for a button (its time estimated from
+                                         one forward, shown on it) instead of starting when the tab
+                                         opens; the shipped models' grids are below 6
     (FOLDER_JSON_MB)           4         a model folder's config.json, shard index,
                                          tokenizer_config.json, special_tokens_map.json (real ones:
                                          a few kB; a 70B model's index: 60 kB)
@@ -85,6 +101,34 @@ def tokenizer_json_bytes() -> int:
 
 def folder_json_bytes() -> int:
     return int(FOLDER_JSON_MB * MB)
+
+
+def tokenizer_max_growth() -> int:
+    return int(_number("TFVIZ_TOKENIZER_MAX_GROWTH", 1000, 1))
+
+
+def tokenizer_max_chars() -> int:
+    return int(_number("TFVIZ_TOKENIZER_MAX_CHARS", 1_000_000, 1000))
+
+
+def tokenizer_bounds() -> dict[str, int]:
+    """The keyword arguments ``tfviz.tokenize.Tokenizer`` takes for this server's bounds."""
+    return {"max_growth": tokenizer_max_growth(), "max_normalized": tokenizer_max_chars()}
+
+
+def text_chars() -> int:
+    return int(_number("TFVIZ_TEXT_MAX_CHARS", 20_000, 1))
+
+
+def grid_max_flops() -> float | None:
+    """The most floating-point operations one causal grid may take on a CPU (None: no limit)."""
+    gflop = _number("TFVIZ_GRID_MAX_GFLOP", 1000, 0)
+    return gflop * 1e9 if gflop else None
+
+
+def grid_auto_flops() -> float:
+    """The most floating-point operations of a grid that starts without its button."""
+    return float(_number("TFVIZ_GRID_AUTO_GFLOP", 20, 0)) * 1e9
 
 
 def upload_bytes() -> int:

@@ -6,11 +6,17 @@ and the chosen head's QK / OV circuits. Everything is computed by ``tfviz.analys
 Justified as one module (not ``ui/cache.py`` wrappers): a head grid of a 124M model takes seconds,
 so it runs behind a real progress bar, once per (model, input) for the whole server, and
 ``st.cache_data`` cannot show a live bar; the store below can (as ``ui/why.py``'s word2vec).
+
+A grid never holds up the other sessions on its model (issue 29): it runs on a private copy of
+the module tree (``interventions.private``: the shared weights, its own hooks), taken under the
+model's lock in milliseconds; one computation per key for the server (later callers wait on the
+first, with its progress: ``tfviz.classroom.results``), one at a time per session; on the CPU a
+grid's size is known before it starts (``interventions.grid_cost``: its forwards' FLOPs, and one
+forward timed on this input: "about N s"), one above ``TFVIZ_GRID_MAX_GFLOP`` is refused with the
+limit, and one over ``TFVIZ_GRID_AUTO_GFLOP`` waits for a button showing its estimate ("about
+N s") instead of starting when the tab opens.
 """
 from __future__ import annotations
-
-import threading
-from collections import OrderedDict
 
 import numpy as np
 import streamlit as st
@@ -31,41 +37,146 @@ TASK_DATA = {"coref": "the task's first 300 test sentences", "induction": "32 fr
 
 
 @st.cache_resource
-def _store() -> tuple[OrderedDict, threading.Lock]:
-    return OrderedDict(), threading.Lock()
+def _store():
+    """The server's one store of computed results (``tfviz.classroom.results.SharedResults``)."""
+    from tfviz.classroom.results import SharedResults
+
+    return SharedResults(keep=KEEP)
 
 
-def computed(lm, key: tuple, compute, what: str, others=()):
-    """``compute(progress)`` once per (model, key) for the server, under the model's lock (and
-    those of ``others``, models it also reads), with a progress bar the first time; later calls
-    (any session) read the stored result."""
-    store, lock = _store()
+@st.cache_resource
+def _timings():
+    """One plain forward's time per (model, input shape), measured once for the server."""
+    from tfviz.classroom.results import SharedResults
+
+    return SharedResults(keep=256)
+
+
+def _forward_seconds(lm, inputs, rows: int) -> float:
+    """One plain forward of ``inputs`` repeated to ``rows`` rows (a grid's typical forward) on a
+    private copy of the model, timed once for the server per model and shape: what a grid's
+    estimate scales."""
+    import time
+
+    import torch
+
+    batch = inputs[-1].shape[0]
+    x = tuple(t.repeat(max(1, rows // batch), *([1] * (t.dim() - 1))) for t in inputs)
+
+    def run(report):
+        with locked([lm]):
+            model = iv.private(lm.model)
+        with torch.no_grad():
+            t = time.perf_counter()
+            model.eval()(*x)
+            return time.perf_counter() - t
+    return _timings().get((*lm.key, tuple(t.shape for t in x)), run)
+
+
+def _flop(x: float) -> str:
+    scale, unit = next(((s, u) for s, u in ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP")) if x >= s), (1, "FLOP"))
+    return f"{x / scale:,.1f} {unit}"
+
+
+def _may_start(lm, full: tuple, cost: iv.GridCost, what: str, inputs) -> tuple[bool, str]:
+    """(whether the grid may start now, its estimate in words), on a CPU: refused above the limit;
+    over ``TFVIZ_GRID_AUTO_GFLOP`` a button with its estimated time (by size, not by a timing, so
+    whether a grid starts by itself does not depend on how busy the machine is)."""
+    import hashlib
+
+    from tfviz import limits
+
+    size = f"{cost.variants:,} runs of the model on {cost.tokens:,} tokens ({_flop(cost.flops)})"
+    limit, cpu = limits.grid_max_flops(), next(lm.model.parameters()).device.type == "cpu"
+    if not cpu:  # the size bound is the CPU's (issue 29); no GPU was measured for one
+        return True, ""
+    if limit and cost.flops > limit:
+        fits = max(1, int(cost.tokens * limit / cost.flops))
+        st.info(f"{what}: {size}. This server computes at most {_flop(limit)} per grid on its CPU "
+                f"(TFVIZ_GRID_MAX_GFLOP): shorten the input to about {fits:,} tokens, or pick a "
+                "smaller model.")
+        return False, size
+    if cost.flops <= limits.grid_auto_flops():
+        return True, ""
+    seconds = cost.seconds(_forward_seconds(lm, inputs, cost.rows))
+    about = f"about {seconds:,.0f} s" if seconds >= 1.5 else "about a second"
+    st.caption(f"{what}: {size}, {about} on this server now (one forward timed on this input, "
+               "scaled by the grid's work).")
+    key = "eff_go_" + hashlib.sha1(repr(full).encode()).hexdigest()[:12]
+    return st.button(f"Compute ({about})", key=key, icon=":material/play_arrow:"), about
+
+
+def computed(lm, key: tuple, compute, what: str, others=(), cost: tuple | None = None, owner=None):
+    """``compute(progress, model, *other_models)`` once per (model, key) for the server, on
+    private copies of the models (``interventions.private``: taken under the models' locks,
+    then run without them, so the other sessions' views of these models are not held up), with
+    a progress bar; later calls (any session) read the stored result, and calls made while it is
+    computed wait for it (with its progress) instead of computing it again. One computation at a
+    time per session (``owner``, default this session's id). ``cost``: (``interventions.GridCost``,
+    the inputs to time one forward on): refused above the CPU limit, a button above the
+    automatic start's estimate. Returns None when nothing was computed (a refusal or a button,
+    shown)."""
+    from tfviz.classroom.results import MISSING, Busy
+
+    from .session import session_id
+
+    store = _store()
     full = (*lm.key, *(o.key for o in others), *key)
-    with lock:
-        if full in store:
-            store.move_to_end(full)
-            return store[full]
-    bar = st.progress(0.0, text=f"{what}…")
+    if (hit := store.peek(full)) is not MISSING:
+        return hit
+    about = ""
+    if cost is not None and not store.callers(full):  # one being computed is waited for
+        go, about = _may_start(lm, full, cost[0], what, cost[1])
+        if not go:
+            return None
+    label = f"{what} ({about})" if about else what
+    bar = st.progress(0.0, text=f"{label}…")
+
+    def run(report):
+        with locked([lm, *others]):  # only while the copies are taken
+            models = [iv.private(m.model) for m in (lm, *others)]
+
+        def progress(f, msg):
+            report(f, msg)
+            bar.progress(min(1.0, f), text=f"{label}: {msg}")
+        return compute(progress, *models)
+
     try:
-        with locked([lm, *others]):
-            out = compute(lambda f, msg: bar.progress(min(1.0, f), text=f"{what}: {msg}"))
+        return store.get(full, run, owner=session_id() if owner is None else owner,
+                         wait=lambda f, msg: bar.progress(min(1.0, f), text=f"{label}, started by "
+                                                          f"another session: {msg}"))
+    except Busy:
+        st.info(f"{what}: another tab of yours is computing a grid; one at a time per session. "
+                "Come back to this one when that one is done.")
+        return None
     finally:
         bar.empty()
-    with lock:
-        store[full] = out
-        while len(store) > KEEP:
-            store.popitem(last=False)
-    return out
 
 
-def _probe(lm, inp, data: str):
+def _probe(lm, inp, data: str, model):
+    """The probe a grid measures (``model``: the private copy it runs on; the task's data need none)."""
     task = cache.task_of(lm)
     if data != "input" and lm.task_name == "coref":
         return ef.coref_probe(task.examples("test")[:300])
     if data != "input" and lm.task_name == "induction":
         return ef.induction_repeat_probe(ef.repeat_sequences(task.tokenizer.vocab_size, 40, 32))
     mask = getattr(lm.tokenizer, "mask_id", None) if lm.tokenizer is not None else None
-    return ef.input_probe(lm.model, lm.task_name, inp.ids, inp.meta, inp.src_ids, mask)
+    return ef.input_probe(model, lm.task_name, inp.ids, inp.meta, inp.src_ids, mask)
+
+
+def _grid_cost(lm, inputs, first_layers) -> tuple:
+    """``computed``'s cost for variants starting at ``first_layers`` on ``inputs``."""
+    batch, length = inputs[-1].shape[0], sum(t.shape[1] for t in inputs)
+    return iv.grid_cost(lm.model, batch, length, first_layers), inputs
+
+
+def _inputs(lm, inp, data: str) -> tuple:
+    """What a grid runs on: the task's data, or this input (as tensors), known without the model."""
+    import torch
+
+    if data != "input" and lm.task_name in TASK_DATA:
+        return _probe(lm, inp, data, None).inputs
+    return tuple(torch.tensor([list(x)]) for x in inp.key)
 
 
 def heads_off(lm, inp, site, layer: int, head: int) -> None:
@@ -74,9 +185,12 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
         data = st.radio("Measured on", ["input", "task"], horizontal=True, key="eff_data",
                         format_func=lambda d: "this input" if d == "input" else TASK_DATA[lm.task_name])
     key = ("heads", data, site.label, inp.key if data == "input" else None)
-    df = computed(lm, key, lambda p: ef.head_effects(lm.model, _probe(lm, inp, data), stack=site.stack,
-                                                     attention=site.attention, progress=p),
-                  f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off")
+    df = computed(lm, key, lambda p, m: ef.head_effects(m, _probe(lm, inp, data, m), stack=site.stack,
+                                                        attention=site.attention, progress=p),
+                  f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off",
+                  cost=_grid_cost(lm, _inputs(lm, inp, data), iv.head_grid_layers(lm.model)))
+    if df is None:
+        return
     metrics, pattern = list(df.attrs["baseline"]), df.attrs.get("pattern", [])
     c1, c2 = st.columns(2)
     m = c1.selectbox("Metric", metrics, key="eff_metric") if len(metrics) > 1 else metrics[0]
@@ -101,7 +215,7 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
         with col:
             show(fig, key, data=df)
     st.dataframe(df.drop(columns=["layer", "head"]).round(4), hide_index=True, key="eff_table")
-    together = st.text_input("Switch several heads off together", key="eff_set",
+    together = st.text_input("Switch several heads off together", key="eff_set", max_chars=2000,
                              placeholder="e.g. L1H1+L1H3, or L1 for a whole layer",
                              help="Heads as L{layer}H{head} joined by +; a layer alone (L1) is all its heads.")
     if together.strip():
@@ -110,9 +224,10 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
         except ValueError as e:
             return st.info(str(e))
         sets = computed(lm, ("set", data, site.label, inp.key if data == "input" else None, together),
-                        lambda p: ef.set_effects(lm.model, _probe(lm, inp, data), {together: sites}),
+                        lambda p, m: ef.set_effects(m, _probe(lm, inp, data, m), {together: sites}),
                         "Switching them off")
-        st.dataframe(sets.round(4), hide_index=True, key="eff_set_table")
+        if sets is not None:
+            st.dataframe(sets.round(4), hide_index=True, key="eff_set_table")
     st.caption("Switched off = the head's output (its slice of `attn.hook_z`, before W_O mixes the "
                "heads) set to zero for the whole input. A pattern says where a head looks; only "
                "switching it off says whether the answer depends on it.")
@@ -129,13 +244,15 @@ def _replacement(lm, inp) -> tuple[int, str]:
 
 
 def patch(lm, inp) -> None:
+    import torch
+
     if lm.config.arch == "encoder-decoder":
         return st.info("Patching here takes one-stack models (decoder or encoder).")
     default_pos, default_word = _replacement(lm, inp)
     c1, c2 = st.columns(2)
     pos = c1.selectbox("Word to change", range(len(inp.ids)), index=min(default_pos, len(inp.ids) - 1),
                        key="eff_patch_pos", format_func=lambda i: f"{i}: {inp.tokens[i]}")
-    word = c2.text_input("Replace it by", value=default_word, key="eff_patch_word",
+    word = c2.text_input("Replace it by", value=default_word, key="eff_patch_word", max_chars=100,
                          help="One token of this model's vocabulary. For a pronoun sentence the default "
                               "is a deciding word that fits the other noun: the referent flips.")
     ids = _token_of(lm.tokenizer, word.strip())
@@ -145,8 +262,13 @@ def patch(lm, inp) -> None:
     corrupt[pos] = ids
     mask = getattr(lm.tokenizer, "mask_id", None)
     at_pos = inp.ids.index(mask) if lm.config.arch == "encoder" and mask in inp.ids else -1  # an encoder's [MASK]
+    n, L = len(inp.ids), lm.config.n_layers  # every layer x position, then every head, + 6 plain runs
+    first = [None] * 6 + [l for l in range(L) for _ in range(n)] + iv.head_grid_layers(lm.model)[1:]
     d = computed(lm, ("patch", inp.key, pos, ids, at_pos),
-                 lambda p: ef.patching(lm.model, inp.ids, corrupt, pos=at_pos, progress=p), "Patching")
+                 lambda p, m: ef.patching(m, inp.ids, corrupt, pos=at_pos, progress=p), "Patching",
+                 cost=_grid_cost(lm, (torch.tensor([list(inp.ids)]),), first))
+    if d is None:
+        return
     good, bad = lm.tokenizer.tokens_of([d["good"], d["bad"]])
     metric = f"logit '{good}' − '{bad}'"
     st.markdown(f"The clean input says **{good}**, the changed one (*{inp.tokens[pos]}* → *{word}*) "
@@ -165,10 +287,13 @@ def patch(lm, inp) -> None:
 
 
 def _token_of(tok, word: str) -> int | None:
-    if not word or tok is None:
+    if not word or tok is None or len(word) > 100:  # one token: a word, not a text
         return None
     for w in (word, " " + word):
-        ids = tok.encode_ids(w)
+        try:
+            ids = tok.encode_ids(w)
+        except ValueError:  # tfviz.tokenize.TokenizerError: this tokenizer cannot read it
+            return None
         if len(ids) == 1:
             return ids[0]
     return None
@@ -177,14 +302,16 @@ def _token_of(tok, word: str) -> int | None:
 def lens(lm, inp) -> None:
     import torch
 
-    def run(progress):
+    def run(progress, model):
         progress(0.2, "one forward")
-        L = at.logit_lens(lm.model, tuple(torch.tensor([list(x)]) for x in inp.key))[:, 0]
+        L = at.logit_lens(model, tuple(torch.tensor([list(x)]) for x in inp.key))[:, 0]
         top = at.lens_top(L, 1)
         final = L[-1].argmax(-1)  # [pos]: the model's own answers
         track = L.float().softmax(-1).gather(-1, final[None, :, None].expand(L.shape[0], -1, 1))[..., 0]
         return top["ids"][..., 0], top["probs"][..., 0], track.numpy()
-    ids, probs, track = computed(lm, ("lens", inp.key), run, "Logit lens")
+    if (got := computed(lm, ("lens", inp.key), run, "Logit lens")) is None:
+        return
+    ids, probs, track = got
     names = [lm.tokenizer.tokens_of(list(map(int, row))) for row in ids]
     colour = st.radio("Colour", ["top token's probability", "probability of the model's final answer"],
                       horizontal=True, key="eff_lens_colour")
@@ -203,12 +330,15 @@ def attribution(lm, inp, site, layer: int, head: int) -> None:
     if why := at.attribution_refusal(lm.model):
         st.info(f"Direct logit attribution: {why}.")
     else:
-        def run(progress):
-            logits = lm.model(*x)[0, -1]
+        def run(progress, model):
+            with torch.no_grad():
+                logits = model.eval()(*x)[0, -1]
             good, bad = logits.topk(2).indices.tolist()
-            d = at.direct_logit_attribution(lm.model, x, good, bad)
+            d = at.direct_logit_attribution(model, x, good, bad)
             return good, bad, list(d.parts), np.array([v[0] for v in d.parts.values()]), float(d.total[0])
-        good, bad, parts, values, total = computed(lm, ("dla", inp.key), run, "Attributing")
+        if (got := computed(lm, ("dla", inp.key), run, "Attributing")) is None:
+            return
+        good, bad, parts, values, total = got
         g, b = lm.tokenizer.tokens_of([good, bad])
         show(cache.figure(viz.attribution_bars, parts, values, total=total, good=g, bad=b,
                           title=f"Why '{g}' over '{b}' at the last position"), "eff_dla")
@@ -218,8 +348,10 @@ def attribution(lm, inp, site, layer: int, head: int) -> None:
     if not site.is_self:
         return st.info("QK / OV circuits are drawn for self-attention heads.")
     c = computed(lm, ("circuits", inp.key, site.label, layer, head),
-                 lambda p: at.circuits(lm.model, layer, head, at.top_tokens(lm.model, x, k=24), site.stack),
+                 lambda p, m: at.circuits(m, layer, head, at.top_tokens(m, x, k=24), site.stack),
                  "Circuits")
+    if c is None:
+        return
     names = lm.tokenizer.tokens_of(c["ids"])
     figs = [(cache.figure(viz.circuit_heatmap, c["qk"], names, names, kind="QK",
                           title=f"L{layer}H{head} QK: which token looks at which"), "eff_qk"),
@@ -237,8 +369,10 @@ def findings_coref(lm) -> None:
     sentences (both metrics), pattern vs effect for every head (``tfviz.zoo.causal``)."""
     from tfviz.zoo import causal as zc
 
-    d = computed(lm, ("findings_coref",), lambda p: zc.coref_effects(lm.model, cache.task_of(lm)),
+    d = computed(lm, ("findings_coref",), lambda p, m: zc.coref_effects(m, cache.task_of(lm)),
                  "Switching heads off on 492 sentences")
+    if d is None:
+        return
     st.markdown(zc.coref_story(d))
     h = d["heads"]
     pick = "picks the referent over the other noun"
@@ -258,8 +392,10 @@ def findings_induction(m2, m1) -> None:
     from tfviz.zoo import causal as zc
 
     n = int(m2.ckpt.task["n_symbols"])
-    i = computed(m2, ("findings_induction",), lambda p: zc.induction_effects(m2.model, m1.model, n),
+    i = computed(m2, ("findings_induction",), lambda p, two, one: zc.induction_effects(two, one, n),
                  "Switching heads off", others=[m1])
+    if i is None:
+        return
     st.markdown(zc.induction_story(i))
     st.dataframe(i["sets"].round(3), hide_index=True, key="find_ind_sets")
 

@@ -40,10 +40,12 @@ def panel(submit) -> str | None:
                    "seconds per step; its resumable checkpoint needs about 1.5 GB, so "
                    "TFVIZ_CHECKPOINT_MB must allow it).")
         paths = [r.path for r in refs]
+        from tfviz.tasks.common import MAX_TEXT_CHARS  # the lm task's text param: 1,000,000
+
         with st.form(P + "form"):
             path = st.selectbox("Model", paths, key=P + "model",
                                 format_func=lambda p: refs[paths.index(p)].label)
-            text = st.text_area("Your text", DEFAULT_TEXT, key=P + "text", height=140,
+            text = st.text_area("Your text", DEFAULT_TEXT, key=P + "text", height=140, max_chars=MAX_TEXT_CHARS,
                                 help="At least a few hundred tokens: it is cut into windows, some "
                                      "kept apart to measure the loss on text the model never trained on.")
             c = st.columns(4)

@@ -5,6 +5,10 @@ max_len) or the page can show, with a warning saying so — never an error from 
 
 Another model starts from its own example (the text boxes are reset), so text typed for one model
 is never fed to another whose vocabulary or length it does not fit.
+
+Typed text is cut by characters before it is tokenized (``readable``: ``TFVIZ_TEXT_MAX_CHARS``,
+fewer for a tokenizer whose rules make a text longer, ``Tokenizer.max_chars``); the text areas
+stop there too. Every page that tokenizes typed text goes through ``readable``.
 """
 from __future__ import annotations
 
@@ -20,6 +24,23 @@ EXAMPLE, TEXT = "Task example", "Type text"
 FIELDS = ("source", "text", "src", "tgt", "example")
 
 
+def max_chars(tok=None) -> int:
+    """The most characters of typed text a page tokenizes with ``tok`` (any tokenizer: None)."""
+    from tfviz import limits
+
+    return limits.text_chars() if tok is None else min(limits.text_chars(), tok.max_chars)
+
+
+def readable(tok, text: str, what: str = "The text") -> str:
+    """``text`` cut to ``max_chars(tok)`` characters, with a warning when it was longer (a text
+    area stops there, but a value set otherwise, e.g. by a link, may not)."""
+    most = max_chars(tok)
+    if len(text) > most:
+        st.warning(f"{what} has {len(text):,} characters; the first {most:,} are read.")
+        return text[:most]
+    return text
+
+
 def _tokens_caption(label: str, tokens: list[str]) -> None:
     shown = " ".join("`" + t.replace("`", "'").replace("\n", "↵") + "`" for t in tokens)
     st.caption(f"{label} — {len(tokens)} tokens: {shown}")
@@ -30,6 +51,7 @@ def _fit(tok, text: str, like, limit: int, why: str, what: str):
     # own template: [CLS] … [SEP] for BERT, <s> … for Llama, nothing for GPT-2
     prefix, suffix = explorer.layout_of(like, tok.special_ids) if like is not None else \
         explorer.template_layout(tok)
+    text = readable(tok, text, what)
     try:
         p = explorer.prepare_text(tok, text, prefix, suffix, limit)
     except ValueError as e:
@@ -60,13 +82,13 @@ def _typed(lm, prefix: str, like, limit: int, why: str, labels: tuple[str, str])
     if lm.config.arch == "encoder-decoder":
         ss.setdefault(f"{prefix}_src", src_text)
         ss.setdefault(f"{prefix}_tgt", text)
-        st.text_input("Source (encoder input)", key=f"{prefix}_src")
-        st.text_input("Target so far (decoder input)", key=f"{prefix}_tgt")
+        st.text_input("Source (encoder input)", key=f"{prefix}_src", max_chars=max_chars(tok))
+        st.text_input("Target so far (decoder input)", key=f"{prefix}_tgt", max_chars=max_chars(tok))
         ps = _fit(tok, ss[f"{prefix}_src"], like and like.src, limit, why, "The source")
         pt = _fit(tok, ss[f"{prefix}_tgt"], like and like.tokens, limit, why, "The target") if ps else None
         return None if ps is None or pt is None else ModelInput(pt.ids, pt.tokens, ps.ids, ps.tokens)
     ss.setdefault(f"{prefix}_text", text)
-    st.text_area(labels[0], key=f"{prefix}_text", height=80,
+    st.text_area(labels[0], key=f"{prefix}_text", height=80, max_chars=max_chars(tok),
                  help=f"Tokenized with the model's {tok.kind} tokenizer; at most {limit} tokens.")
     p = _fit(tok, ss[f"{prefix}_text"], like and like.tokens, limit, why, labels[1])
     return None if p is None else ModelInput(p.ids, p.tokens)

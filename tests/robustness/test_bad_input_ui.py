@@ -44,7 +44,7 @@ CASES = {
     ("tokens", "binary"): CHART,
     ("tokens", "replacement"): CHART,
     ("tokens", "unknown"): CHART,
-    ("tokens", "huge"): r"only the first 20,000 are tokenized",
+    ("tokens", "huge"): CHART,  # the text area stops at 20,000 (issue 29); the counts cover those
     ("attention", "empty"): r"the text is empty",
     ("attention", "blank"): r"the text is empty",
     ("attention", "binary"): r"not in this model's vocabulary",
@@ -110,7 +110,12 @@ def test_bad_text(views, tiny_zoo, view, case):
     if where == "att_text":
         at.session_state["att_text"] = text
     else:
-        text_widget(at, where).input(text)
+        widget = text_widget(at, where)
+        if case == "huge":  # every text box stops at TFVIZ_TEXT_MAX_CHARS (issue 29): the browser
+            assert 0 < widget.max_chars <= 20_000  # takes no more; a client that ignores it is cut
+            widget.set_value(text)
+        else:
+            widget.input(text)
     at.run()
     took = time.perf_counter() - t0
     assert not problems(at), problems(at)

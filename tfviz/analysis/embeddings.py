@@ -12,14 +12,18 @@ from ..tasks import make_task
 from ..tokenize import KINDS, train_tokenizer
 from ..viz.data import nearest_by_cosine
 
-MAX_CHARS = 20_000
+MAX_CHARS = 20_000  # the default of limits.text_chars()
 SHOW_CHARS = 3_000  # coloured spans are drawn for this much text (HTML grows ~100 bytes a token)
 CORPUS_SENTENCES = 5_000
 
 
-def clean_text(text: str | None, max_chars: int = MAX_CHARS) -> tuple[str, list[str]]:
+def clean_text(text: str | None, max_chars: int | None = None) -> tuple[str, list[str]]:
     """Text safe to tokenize -> (text, notes for the user). Lone surrogates and other code points
-    that are not valid UTF-8 become U+FFFD; text beyond ``max_chars`` characters is cut off."""
+    that are not valid UTF-8 become U+FFFD; text beyond ``max_chars`` characters (default
+    ``limits.text_chars()``: TFVIZ_TEXT_MAX_CHARS, 20,000) is cut off."""
+    from .. import limits
+
+    max_chars = limits.text_chars() if max_chars is None else max_chars
     notes = []
     text = text or ""
     fixed = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> "?"

@@ -6,6 +6,7 @@ what the output does (TransformerLens's ``run_with_hooks`` / ``generic_activatio
 al. 2022's causal tracing; Wang et al. 2022's patching on indirect-object identification).
 
     with hooks(model, [("blocks.1.attn.hook_z", fn)]): ...    # fn(x) -> x', removed afterwards
+    mine = private(shared)                                    # hooks on mine never touch shared
     effect(model, tokens, [[head(1, 1)], [head(1, 1), head(1, 3)]], metric)   # one value per variant
     sweep(model, tokens, "head", metric)                      # every layer x head, zero-ablated
     sweep(model, corrupt, "resid_pre", metric, mode="patch", reference=clean)  # layer x position
@@ -26,6 +27,8 @@ blocks at and after each layer, not 144 forwards).
 from __future__ import annotations
 
 import contextlib
+import copy
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -40,6 +43,23 @@ from ..recording import record
 Metric = Callable[[torch.Tensor], "float | torch.Tensor"]
 Progress = Callable[[float, str], None]
 MAX_ROWS = 256  # rows (variants x batch) in one forward of a sweep
+
+
+# ------------------------------------------------------------------------------ a private copy
+def private(model):
+    """A copy of ``model``'s module tree that shares its weights (every parameter and buffer is
+    the same tensor: no weight is copied): hooks added to the copy — recording, switching heads
+    off, patching — never touch ``model``'s own modules, so other threads may run ``model``
+    meanwhile (a server's shared model, ``ui.models``). Take it while no one has hooks on
+    ``model`` (under its lock: milliseconds); the copy starts without hooks or recording sinks."""
+    memo = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    twin = copy.deepcopy(model, memo)
+    for m in twin.modules():
+        m._forward_hooks.clear()
+        m._forward_pre_hooks.clear()
+        if getattr(m, "sink", None) is not None:  # a HookPoint that was recording
+            m.sink = None
+    return twin
 
 
 # ------------------------------------------------------------------------------ hooks for one call
@@ -363,6 +383,53 @@ def _run_chunk(model, inputs, chunk, values, metric, B, single, forward_kwargs) 
     return [float(metric(logits[j * B:(j + 1) * B])) for j in range(k)]
 
 
+@dataclass(frozen=True)
+class GridCost:
+    """What ``effect`` will cost for some variants, before it runs: ``flops`` of its forwards
+    (each variant from its first edited layer on, as a single-stack model runs them: the prefix is
+    shared), ``forward``: one plain forward of the inputs (``batch`` rows), ``tokens``: batch x
+    positions, ``variants``, ``rows``: the rows of its typical forward (variants of one layer
+    batched: a batch-1 forward of a big model is bound by reading its weights, a sweep's are not).
+    ``seconds(t)``: its time if a forward of ``rows`` rows takes ``t`` seconds."""
+    flops: float
+    forward: float
+    tokens: int
+    variants: int
+    batch: int = 1
+    rows: int = 1
+
+    def seconds(self, rows_seconds: float) -> float:
+        return rows_seconds * self.flops / (self.forward * self.rows / self.batch)
+
+
+def grid_cost(model, batch: int, length: int, first_layers: Sequence[int | None]) -> GridCost:
+    """``GridCost`` of one variant per entry of ``first_layers`` (the first layer it edits; None:
+    a whole forward) on ``batch`` inputs of ``length`` tokens. Per token a forward costs
+    ``analysis.cost.train_flops_per_token / 3`` (2 x the multiplying weights + the attention
+    scores): the unembedding's 2 x vocab x d_model always, the blocks' share from the first
+    edited layer on (all of it for an encoder-decoder, whose stacks do not share a prefix)."""
+    from .cost import train_flops_per_token
+
+    cfg = model.config
+    per_token = train_flops_per_token(model, length) / 3
+    head = min(per_token, 2.0 * cfg.vocab_size * cfg.d_model)
+    blocks, layers = per_token - head, cfg.n_layers
+    single = getattr(cfg, "arch", "") != "encoder-decoder"
+    share = [1.0 if (l is None or not single) else (layers - l) / layers for l in first_layers]
+    tokens = batch * length
+    runs = [len(list(g)) for _, g in itertools.groupby(first_layers)]  # effect's chunks: one layer's
+    rows = batch * min(max(1, MAX_ROWS // batch), max(runs, default=1))
+    return GridCost(float(tokens * sum(head + blocks * f for f in share)), float(tokens * per_token),
+                    int(tokens), len(first_layers), int(batch), int(rows))
+
+
+def head_grid_layers(model) -> list[int | None]:
+    """``grid_cost``'s first_layers for every head switched off one at a time, after the unchanged
+    run (``analysis.effects.head_effects``, ``sweep(..., "head")``)."""
+    cfg = model.config
+    return [None] + [l for l in range(cfg.n_layers) for _ in range(cfg.n_heads)]
+
+
 @dataclass
 class Effect:
     """A sweep's result: ``values`` [layer, n] (the metric with that site replaced), ``baseline``
@@ -400,6 +467,6 @@ def sweep(model, inputs, grid: str, metric: Metric, *, mode: str = "zero", refer
                   [[str(s) for s in row] for row in labels])
 
 
-__all__ = ["Effect", "GRIDS", "Grid", "METRICS", "MODES", "Site", "effect", "head", "hooks",
-           "logit_diff", "loss", "mlp", "pairwise", "parse_heads", "prob", "resid",
-           "run_with_hooks", "sweep", "top1"]
+__all__ = ["Effect", "GRIDS", "Grid", "GridCost", "METRICS", "MODES", "Site", "effect", "grid_cost", "head",
+           "head_grid_layers", "hooks", "logit_diff", "loss", "mlp", "pairwise", "parse_heads", "private",
+           "prob", "resid", "run_with_hooks", "sweep", "top1"]

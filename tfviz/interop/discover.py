@@ -172,7 +172,7 @@ def stamp(p: Path) -> tuple:
         out += [(n, _stat(root / n)) for n in entries[:STAMP_ENTRIES]]
     except Exception:  # noqa: BLE001 — the folder itself is the reason; inspect will say it
         pass
-    for limit in (limits.local_model_bytes, limits.tokenizer_json_bytes):
+    for limit in (limits.local_model_bytes, limits.tokenizer_json_bytes, limits.tokenizer_max_growth):
         try:
             out.append(limit())
         except ValueError as e:

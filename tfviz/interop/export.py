@@ -290,9 +290,15 @@ def write_folder(model: Transformer, out, tokenizer=None, task: dict | None = No
     if tokenizer is not None and tokenizer.vocab_size > model.config.vocab_size:
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, the model {model.config.vocab_size}")
     ex = exported or hf_tensors(model)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.mkdir()
+    try:  # under a file, in /proc, a read-only place: one sentence (issue 29, defect 12)
+        try:
+            tmp.mkdir()
+        except FileNotFoundError:  # a new parent folder: made, then the hidden one inside it
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
+    except OSError as e:
+        raise ValueError(f"cannot make the folder {out}: {e.strerror or e}") from None
     try:
         files = {CONFIG: _json(ex.config_json)}
         if (gen := _generation_config(ex.config, tokenizer)) is not None:
@@ -315,6 +321,9 @@ def write_folder(model: Transformer, out, tokenizer=None, task: dict | None = No
         if out.is_dir():
             out.rmdir()  # empty (checked): the finished folder takes its place
         os.replace(tmp, out)
+    except OSError as e:  # a full disk, a folder made read-only meanwhile: one sentence, nothing left
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ValueError(f"cannot write the model into {out}: {e.strerror or e}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -322,6 +331,8 @@ def write_folder(model: Transformer, out, tokenizer=None, task: dict | None = No
 
 
 def _free(out: Path) -> None:
+    if out.is_symlink() and not out.exists():
+        raise ValueError(f"{out} is a link to nothing ({os.readlink(out)}): pick a new folder")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} already exists and is not an empty folder: pick a new one")
 

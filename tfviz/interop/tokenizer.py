@@ -16,7 +16,7 @@ from pathlib import Path
 from tokenizers import Tokenizer as HFTokenizer
 
 from .. import limits, storage
-from ..tokenize import ROLES, Tokenizer
+from ..tokenize import ROLES, Tokenizer, TokenizerError, rules_of
 from .folder import ModelFolderError, tokenizer_json_max_bytes
 
 
@@ -84,7 +84,9 @@ its settings: Llama 3's 5.4 per token, Qwen2's 3, GPT-2's 2. More is refused bef
 
 def read_spec(path: Path, max_tokens: int | None = None) -> tuple[str, dict]:
     """(text, parsed) of a tokenizer.json, bounded before it is parsed (``TFVIZ_TOKENIZER_MAX_MB``,
-    ``limits.TOKENIZER_CONTAINERS`` brackets, ``storage.MAX_JSON_DEPTH`` levels); with
+    ``limits.TOKENIZER_CONTAINERS`` brackets, ``storage.MAX_JSON_DEPTH`` levels), its rules checked
+    (``tokenize.rules_of``: growth within ``TFVIZ_TOKENIZER_MAX_GROWTH``, no regex that backtracks
+    exponentially; the folder listing shows the reason); with
     ``max_tokens`` (the model's vocab_size) a vocabulary larger than the model's is refused before
     the tokenizers library builds it (3M tokens took it 28 s and 1.5 GB)."""
     limit = tokenizer_json_max_bytes()
@@ -103,6 +105,11 @@ def read_spec(path: Path, max_tokens: int | None = None) -> tuple[str, dict]:
     model = spec.get("model") if isinstance(spec, dict) else None
     if not isinstance(model, dict):
         raise ModelFolderError(f"{path}: not a tokenizer.json (it needs a \"model\" object)")
+    try:  # rules that can grow a text without bound, or backtrack: refused before anything is built
+        rules_of(*(spec.get(k) for k in ("normalizer", "pre_tokenizer", "decoder")),
+                 max_growth=limits.tokenizer_max_growth())
+    except TokenizerError as e:
+        raise ModelFolderError(f"{path}: {e}") from None
     vocab = model.get("vocab")
     n = len(vocab) if isinstance(vocab, (dict, list)) else 0
     if max_tokens is not None and n > max_tokens:
@@ -122,9 +129,11 @@ def load_tokenizer(path: Path, tokenizer_config: dict, model_config: dict,
     try:
         specials = specials_of(backend, spec, tokenizer_config, special_tokens_map or {},
                                model_config=model_config)
-        return Tokenizer(backend, kind_of(spec), specials=specials)
+        return Tokenizer(backend, kind_of(spec), specials=specials, **limits.tokenizer_bounds())
     except ModelFolderError:
         raise
+    except TokenizerError as e:  # rules that can grow a text without bound, or backtrack
+        raise ModelFolderError(f"{path}: {e}") from None
     except (ValueError, TypeError, AttributeError, KeyError, OverflowError) as e:
         raise ModelFolderError(f"{path}: its special tokens cannot be read ({type(e).__name__}: "
                                f"{str(e)[:300]})") from None

@@ -311,7 +311,7 @@ def _parse_meta(meta: dict[str, str], path, header: dict | None = None) -> dict[
         objs = {"config": config,
                 "train_config_obj": None if parsed.get("train_config") is None
                 else TrainConfig.from_dict(parsed["train_config"]),
-                "tokenizer_obj": None if "tokenizer" not in meta else Tokenizer.from_json(meta["tokenizer"])}
+                "tokenizer_obj": None if "tokenizer" not in meta else Tokenizer.from_json(meta["tokenizer"], **limits.tokenizer_bounds())}
         objs["want"] = _expected(objs["config"], state)
         if parsed.get("snapshots") is not None:
             objs["want"].update(snapshots_io.expected_tensors(parsed["snapshots"], objs["config"].n_heads))
