@@ -103,7 +103,7 @@ def decompose_resid(model, inputs, layer: int | None = None, *, per_head: bool =
                     parts.append(t[:, :, h])
                     labels.append(f"L{l}{tag}H{h}")
                 if bias is not None:
-                    parts.append(bias.to(dtype).expand_as(t[:, :, 0]))
+                    parts.append(bias.detach().to(dtype).expand_as(t[:, :, 0]))
                     labels.append(f"L{l}{tag} attn bias")
             else:  # hook_out includes the bias
                 parts.append(t)
@@ -156,13 +156,13 @@ def logit_attrs(model, normed: torch.Tensor, good, bad=None) -> torch.Tensor:
     and the unembedding -> [component, batch, pos]: direct logit attribution at every position
     (biases not included: the norm's bias and the unembedding's are the same for every part)."""
     _, stack = _stack(model)
-    W_U = model.unembed.weight.to(normed.dtype)  # [vocab, d_model]
+    W_U = model.unembed.weight.detach().to(normed.dtype)  # [vocab, d_model]
     vocab = W_U.shape[0]
     g = token_ids(good, vocab, "good")
     direction = W_U[g] if bad is None else W_U[g] - W_U[token_ids(bad, vocab, "bad")]
     gain = getattr(stack.ln_final, "weight", None)
     if gain is not None:
-        direction = direction * gain.to(normed.dtype)
+        direction = direction * gain.detach().to(normed.dtype)
     if direction.dim() == 1:
         return normed @ direction
     if direction.shape[0] != normed.shape[1]:

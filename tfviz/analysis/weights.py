@@ -208,6 +208,11 @@ class Weights:
         return self._mlp("W_gate")
 
     @property
+    def b_gate(self) -> torch.Tensor:
+        """[layer, d_mlp] (SwiGLU only)"""
+        return self._mlp("b_gate")
+
+    @property
     def W_out(self) -> torch.Tensor:
         """[layer, d_mlp, d_model]"""
         return self._mlp("W_out")
