@@ -644,3 +644,35 @@ def test_circuits_with_positions_equal_layer_zeros_real_scores(pos):
     np.testing.assert_allclose(c["ov"], (out @ m.unembed.weight.detach()[ids].T).numpy(), atol=1e-5)
     with pytest.raises(ValueError, match="one per token"):
         at.circuits(m, 0, 2, ids, positions=[0, 1])
+
+
+def test_head_writes_is_attribution_position_by_position():
+    m, t = tiny(), tokens(B=2)
+    w = dc.head_writes(m, t, 2, 1, row=1)
+    with torch.no_grad():
+        lg = m(t)[1]
+    rec = record(m, t, names=["blocks.2.attn.hook_result"])
+    for p in range(10):
+        a, b = lg[p].topk(2).indices.tolist()
+        assert (w["answer"][p], w["runner_up"][p]) == (a, b)
+        d = at.direct_logit_attribution(m, t, a, b, pos=p)
+        assert w["dla"][p] == pytest.approx(float(d.parts["L2H1"][1]), abs=1e-5)
+        assert w["norm"][p] == pytest.approx(float(rec["blocks.2.attn.hook_result"][1, p, 1].norm()), rel=1e-5)
+
+
+def test_circuit_figures_carry_their_numbers():
+    from tfviz import viz
+    names = ["L0H0", "L0H1", "L1H0"]
+    fig = viz.effect_intervals(names, [0.1, -0.2, 0.0], [0.05, -0.3, -0.1], [0.15, -0.1, 0.1], metric="P", n=30)
+    clear = next(t for t in fig.data if t.name.startswith("interval leaves"))
+    assert list(clear.x) == ["L0H0", "L0H1"] and np.allclose(clear.error_y.arrayminus, [0.05, 0.1])
+    fig = viz.estimate_vs_real(names, [1, 2, 3], [1.1, 2, 2.5], metric="ld", correlation=0.99)
+    assert "r = 0.99" in fig.layout.title.text and list(fig.data[1].text) == names
+    fig = viz.head_value_heatmap(np.array([[0.5, np.nan], [np.nan, -1]]), what="share", hover="{name}: {value:.2f}")
+    assert fig.data[0].text[0][0] == "L0H0: 0.50" and fig.data[0].text[0][1] == "not applicable"
+    fig = viz.singular_values([3, 2, 1], [4, 1, 0.5], head="L1H2")
+    assert [t.name for t in fig.data] == ["QK", "OV"]
+    fig = viz.head_writes(["a", "b"], [0.5, -0.25], [1.0, 2.0], ["'x' over 'y'", "'z' over 'w'"], head="L0H1")
+    assert np.allclose(fig.data[0].y, [0.5, -0.25])
+    for f in (fig,):
+        assert len(viz.figure_data(f)) == 2

@@ -170,6 +170,37 @@ def logit_attrs(model, normed: torch.Tensor, good, bad=None) -> torch.Tensor:
     return torch.einsum("cbpd,bd->cbp", normed, direction)
 
 
+@torch.no_grad()
+def head_writes(model, inputs, layer: int, head: int, row: int = 0, **forward_kwargs) -> dict:
+    """What head (``layer``, ``head``) writes at every position of one input (``row`` of the batch),
+    read as direct logit attribution (the final norm's scale frozen, as DLA does) toward the
+    model's own answer there over its runner-up -> {"dla" [pos], "norm" [pos] (of its
+    ``hook_result``), "answer", "runner_up" (token ids [pos])}. Equals
+    ``direct_logit_attribution(..., answer[p], runner_up[p], pos=p).parts["L{layer}H{head}"]``."""
+    why = attribution_refusal(model)
+    if why:
+        raise ValueError(f"no direct effect to read: {why}")
+    cfg = model.config
+    if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
+        raise ValueError(f"the model has {cfg.n_layers} layers of {cfg.n_heads} heads: no L{layer}H{head}")
+    s, _ = _stack(model)
+    final = hook_name(cfg.n_layers - 1, "hook_resid_post", s)
+    result = hook_name(layer, "attn.hook_result", s)
+    rec = record(model, *_inputs(inputs), names=[result, final], device=None, **forward_kwargs)
+    logits = rec.output[row].float()  # [pos, vocab]
+    top = logits.topk(2, dim=-1).indices  # [pos, 2]
+    r = rec[result][row, :, head].float()  # [pos, d_model]
+    normed = apply_ln_to_stack(model, r[None], rec[final][row].float())  # [1, pos, d_model]
+    W_U = model.unembed.weight.detach().float()
+    direction = W_U[top[:, 0]] - W_U[top[:, 1]]  # [pos, d_model]
+    gain = getattr(_stack(model)[1].ln_final, "weight", None)
+    if gain is not None:
+        direction = direction * gain.detach().float()
+    dla = (normed[0] * direction).sum(-1)
+    return {"dla": dla.cpu().numpy().astype(np.float64), "norm": r.norm(dim=-1).cpu().numpy().astype(np.float64),
+            "answer": top[:, 0].tolist(), "runner_up": top[:, 1].tolist()}
+
+
 def decomposition_frame(d: Decomposition, attrs: torch.Tensor, batch: int = 0, pos: int = -1):
     """A table of one position's parts: label, its logit attribution, its norm."""
     import pandas as pd
@@ -178,5 +209,5 @@ def decomposition_frame(d: Decomposition, attrs: torch.Tensor, batch: int = 0, p
                          "norm": d.parts[:, batch, pos].norm(dim=-1).detach().cpu().numpy().astype(np.float64)})
 
 
-__all__ = ["Decomposition", "apply_ln_to_stack", "decompose_resid", "decomposition_frame", "logit_attrs",
-           "stack_head_results"]
+__all__ = ["Decomposition", "apply_ln_to_stack", "decompose_resid", "decomposition_frame", "head_writes",
+           "logit_attrs", "stack_head_results"]

@@ -113,5 +113,36 @@ def spread_columns(rows, base_rows, names, level: float = 0.95, method: str = "b
     return cols
 
 
-__all__ = ["METHODS", "N_BOOT", "bootstrap_interval", "describe", "excludes_zero", "how", "spread_columns",
-           "summary"]
+
+
+def head_spread_sentence(df, layer: int, head: int, metric: str | None = None) -> str:
+    """From ``effects.head_effects(..., spread=True)``: the chosen head's change of ``metric``
+    (default: the headline) with its interval, whether it is clear, and which heads' intervals
+    leave out no change, in words."""
+    m = metric or df.attrs["headline"]
+    n = df.attrs.get("n", 1)
+    if f"Δ {m} lo" not in df.columns or n < 2:
+        return "One example: no spread to measure (measure on the task's examples for intervals)."
+    row = df[(df["layer"] == layer) & (df["head"] == head)].iloc[0]
+    base = df.attrs["spread"][m]
+    clear_heads = list(df.loc[df[f"Δ {m} clear"].astype(bool), "name"])
+    verdict = ("its interval leaves out no change: a measured effect" if bool(row[f"Δ {m} clear"]) else
+               "its interval includes no change: on these examples it cannot be told from no effect")
+    return (f"Unchanged, {m} is {base['mean']:.4g} (95% bootstrap interval {base['lo']:.4g} to "
+            f"{base['hi']:.4g}, n = {n}). Switching **L{layer}H{head}** off changes it by "
+            f"{row[f'Δ {m}']:+.4g} ({row[f'Δ {m} lo']:+.4g} to {row[f'Δ {m} hi']:+.4g}): {verdict}. "
+            + (f"Heads whose change is clear: {', '.join(clear_heads)} ({len(clear_heads)} of {len(df)})."
+               if clear_heads else f"No head's change is clear on these {n} examples."))
+
+
+def plus_minus(s: dict, i=(), digits: int = 4) -> str:
+    """"0.94 ± 0.012": the mean ± half the width of its interval (the bootstrap's may be lopsided:
+    ``describe`` gives both ends); the mean alone with one example."""
+    mean, lo, hi = (float(np.asarray(s[k])[i]) for k in ("mean", "lo", "hi"))
+    if s["n"] < 2 or not np.isfinite(lo):
+        return f"{mean:.{digits}g}"
+    return f"{mean:.{digits}g} ± {(hi - lo) / 2:.2g}"
+
+
+__all__ = ["METHODS", "N_BOOT", "bootstrap_interval", "describe", "excludes_zero", "head_spread_sentence", "how",
+           "plus_minus", "spread_columns", "summary"]
