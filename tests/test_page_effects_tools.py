@@ -67,11 +67,12 @@ def test_spreads_gradients_paths_and_weights_on_a_pronoun_model(tiny_zoo):
     assert "±" in str([m.value for m in at.metric])
 
     # ---- gradients: the estimate (x) from plain autograd, the real patch (y) from plain hooks
-    rerun(at, eff_data="input", eff_view="Gradients & paths")
-    ex = example_choices(task)[0][1]
+    ex = example_choices(task)[0][1]  # the page's default input
+    new = ex.tokens[2]
+    pos = next(i for i, t in enumerate(ex.tokens) if i > 2 and t != new and i < ex.meta["query_index"] - 1)
+    rerun(at, eff_data="input", eff_view="Gradients & paths", eff_grad_pos=pos,
+          eff_grad_word=ck.tokenizer.tokens_of([new])[0])
     clean = torch.tensor([ex.tokens])
-    pos = ex.meta["attribute_index"]
-    new = task.counterfactual(ex)[0][pos]
     corrupt = clean.clone()
     corrupt[0, pos] = new
     with torch.no_grad():
@@ -151,7 +152,9 @@ def test_the_new_views_say_why_not_on_other_models(tiny_zoo):
     assert "self-attention heads" in text(at)
     at = open_page("attention", tiny_zoo["tiny-coref"], att_tab="Effects", att_layer=0, att_head=1)
     rerun(at, eff_view="Gradients & paths")
-    assert "L0 heads read only the embeddings" in text(at)
+    assert "Type a word that is one token" in text(at)  # the mission sentence has no counterfactual
+    rerun(at, eff_grad_pos=2, eff_grad_word="the")
+    assert "L0 heads read only the embeddings" in text(at) and "correlation r =" in text(at)
     rerun(at, eff_view="Weights & composition", eff_comp_role="this one into later heads")
     assert heatmap_z(chart(at, "eff_comp_V")).shape == (2, 4)
     assert not at.error

@@ -119,6 +119,9 @@ def test_split_inputs_and_results_are_opt_in_and_change_no_number(kw):
     fast = grab(m, (t,), ["blocks.1.attn.hook_out"])["blocks.1.attn.hook_out"]  # the unhooked path
     torch.testing.assert_close(by_head.sum(2) + b_O, fast.double(), atol=1e-5, rtol=0)
     assert {"attn.hook_result", "hook_q_input", "hook_k_input", "hook_v_input"} == set(OPT_IN) <= set(HOOK_SHAPES)
+    ed = tiny(arch="encoder-decoder")
+    names = list(record(ed, tokens(T=6), tokens(T=5)))
+    assert names and not [n for n in names if "result" in n or "_input" in n]  # cross-attention's too
     assert list(record(m, t, names=lambda n: "q_input" in n, opt_in=True)) == [
         f"blocks.{l}.hook_q_input" for l in range(3)]
     assert not list(record(m, t, names=lambda n: "q_input" in n))

@@ -21,7 +21,7 @@ from tfviz.analysis import effects as ef
 from tfviz.analysis import interventions as iv
 from tfviz.analysis import spread as sp
 
-from . import cache
+from . import cache, effects_tools
 from .figures import show
 from .models import locked
 from .widgets import column_pairs, metric_row
@@ -113,9 +113,14 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
         except ValueError as e:
             return st.info(str(e))
         sets = computed(lm, ("set", data, site.label, inp.key if data == "input" else None, together),
-                        lambda p: ef.set_effects(lm.model, _probe(lm, inp, data), {together: sites}),
+                        lambda p: ef.set_effects(lm.model, _probe(lm, inp, data), {together: sites},
+                                                 spread=data != "input"),
                         "Switching them off")
-        st.dataframe(sets.round(4), hide_index=True, key="eff_set_table")
+        shown = [c for c in sets.columns if not c.startswith("Δ ") or c.startswith(f"Δ {m} ")]
+        st.dataframe(sets[shown].round(4), hide_index=True, key="eff_set_table")
+        if sets.attrs.get("n", 1) > 1:
+            st.caption(f"Δ {m} lo / hi: the 95% bootstrap interval of the change over the {sets.attrs['n']} "
+                       "examples; clear = it leaves out no change.")
     _spreads(df, m, layer, head, higher)
     st.caption("Switched off = the head's output (its slice of `attn.hook_z`, before W_O mixes the "
                "heads) set to zero for the whole input. A pattern says where a head looks; only "
@@ -309,8 +314,12 @@ def render(lm, inp, site, layer: int, head: int) -> None:
     elif view == VIEWS[3]:
         attribution(lm, inp, site, layer, head)
     elif view == VIEWS[4]:
-        from . import effects_tools
-        effects_tools.gradients_and_paths(lm, inp, site, layer, head)
+        effects_tools.gradients_and_paths(lm, inp, site, layer, head, _TAB)
     else:
-        from . import effects_tools
-        effects_tools.weights_and_composition(lm, inp, site, layer, head)
+        effects_tools.weights_and_composition(lm, inp, site, layer, head, _TAB)
+
+
+class _TAB:  # the helpers effects_tools' views share with this tab's own (handed in: no import cycle)
+    computed = staticmethod(computed)
+    replacement = staticmethod(_replacement)
+    token_of = staticmethod(_token_of)

@@ -4,8 +4,9 @@ into the head's queries, keys and values; the head's weights (QK / OV singular v
 composition with the other heads, what it writes at each position).
 
 Glue only: every number comes from ``tfviz.analysis`` (``attribution``, ``paths``, ``weights``,
-``decompose``), computed once per (model, input) through ``ui.effects.computed``; figures from
-``tfviz.viz.circuits``. Kept beside ``ui/effects.py`` so the tab's existing views stay as they are.
+``decompose``), computed once per (model, input) through ``ui.effects.computed`` (handed in as
+``tab``: ``ui.effects`` imports this module, not the reverse); figures from ``tfviz.viz.circuits``.
+Kept beside ``ui/effects.py`` so the tab's existing views stay as they are.
 """
 from __future__ import annotations
 
@@ -21,22 +22,21 @@ from tfviz.analysis import paths as pp
 from tfviz.analysis import weights as wt
 
 from . import cache
-from .effects import _replacement, _token_of, computed
 from .figures import show
 from .widgets import column_pairs
 
 
-def _changed_input(lm, inp):
+def _changed_input(lm, inp, tab):
     """The position to change and its replacement (widgets; default as the patch view's) ->
     (pos, new word, new id, corrupted ids, answer position), or None with a message shown."""
-    default_pos, default_word = _replacement(lm, inp)
+    default_pos, default_word = tab.replacement(lm, inp)
     c1, c2 = st.columns(2)
     pos = c1.selectbox("Word to change", range(len(inp.ids)), index=min(default_pos, len(inp.ids) - 1),
                        key="eff_grad_pos", format_func=lambda i: f"{i}: {inp.tokens[i]}")
     word = c2.text_input("Replace it by", value=default_word, key="eff_grad_word",
                          help="One token of this model's vocabulary: the clean input is the one above, "
                               "the changed one has this word instead.")
-    new = _token_of(lm.tokenizer, word.strip())
+    new = tab.token_of(lm.tokenizer, word.strip())
     if new is None:
         st.info("Type a word that is one token of this model's vocabulary.")
         return None
@@ -47,14 +47,16 @@ def _changed_input(lm, inp):
     return pos, word, new, corrupt, at_pos
 
 
-def gradients_and_paths(lm, inp, site, layer: int, head: int) -> None:
+def gradients_and_paths(lm, inp, site, layer: int, head: int, tab) -> None:
     """Attribution patching against real patching (every head, every layer x position), and path
-    patching from every earlier head into the chosen head's q, k and v."""
+    patching from every earlier head into the chosen head's q, k and v. ``tab``: the Effects tab's
+    shared helpers (``computed``, ``replacement``, ``token_of``)."""
     import torch
 
+    computed = tab.computed
     if lm.config.arch == "encoder-decoder":
         return st.info("Gradients and paths here take one-stack models (decoder or encoder).")
-    got = _changed_input(lm, inp)
+    got = _changed_input(lm, inp, tab)
     if got is None:
         return
     pos, word, new, corrupt, at_pos = got
@@ -129,11 +131,12 @@ def gradients_and_paths(lm, inp, site, layer: int, head: int) -> None:
         + f". On this one input pair; {metric_name} is {d['clean']:.3f} clean, {d['corrupt']:.3f} changed.")
 
 
-def weights_and_composition(lm, inp, site, layer: int, head: int) -> None:
+def weights_and_composition(lm, inp, site, layer: int, head: int, tab) -> None:
     """The chosen head's QK / OV singular values, its composition with earlier and later heads
     (Q-, K-, V-composition, Elhage et al. 2021), and what it writes at each position."""
     import torch
 
+    computed = tab.computed
     if not site.is_self:
         return st.info("Weights and composition are drawn for self-attention heads.")
     stack = site.stack or None

@@ -219,14 +219,20 @@ def head_effects(model, probe: Probe, *, mode: str = "zero", reference=None, sta
 
 
 def set_effects(model, probe: Probe, sets: Mapping[str, Sequence[Site]], *, mode: str = "zero",
-                reference=None) -> pd.DataFrame:
+                reference=None, spread: bool = False) -> pd.DataFrame:
     """One row per named set of sites switched off together (``{}``-free: "none" is added first):
-    "heads", then every metric."""
+    "heads", then every metric. ``spread``: the change's interval too, per metric ("Δ <metric>
+    lo" / "hi" / "se" / "clear", as ``head_effects``; attrs ``n``)."""
     names = ["none", *sets]
-    vals = effect(model, probe.inputs, [[], *sets.values()], probe.metrics, mode=mode,
-                  reference=reference, **probe.forward_kwargs)
+    vals, rows = _effect(model, probe.inputs, [[], *sets.values()], probe.metrics, mode, reference, None,
+                         MAX_ROWS, spread, probe.forward_kwargs)
     df = pd.DataFrame(vals, columns=list(probe.metrics))
     df.insert(0, "heads off", names)
+    if spread:
+        cols = spread_columns(rows, rows[0], list(probe.metrics))
+        df.attrs.update(n=int(rows.shape[-1]), spread=cols.pop("base"))
+        for c, v in cols.items():
+            df[c] = v
     return df
 
 

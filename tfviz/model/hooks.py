@@ -71,7 +71,7 @@ is active its layer computes per-head copies ([batch, pos, head, d_model]); othe
 def opt_in(name: str) -> bool:
     """Whether ``name`` is an opt-in point (``OPT_IN``)."""
     try:
-        return parse_hook_name(name).hook in OPT_IN
+        return parse_hook_name(name).hook.replace("cross_attn.", "attn.") in OPT_IN
     except ValueError:
         return False
 
