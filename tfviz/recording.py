@@ -172,7 +172,8 @@ def record(model, *inputs: torch.Tensor, names: Names = None, device: str | None
     finally:
         for name in selected:
             points[name].__dict__["sink"] = None
-            points[name].__dict__["keep_graph"] = False
+            if grad:
+                points[name].__dict__["keep_graph"] = False
         if was_training:
             model.train()
     if grad:

@@ -68,12 +68,13 @@ TransformerLens creates them only with ``use_attn_result`` / ``use_split_qkv_inp
 is active its layer computes per-head copies ([batch, pos, head, d_model]); otherwise nothing."""
 
 
+_OPT_IN_SUFFIXES = tuple(h if h.startswith("attn.") else "." + h for h in OPT_IN)  # "attn.hook_result": also "cross_attn.hook_result"
+
+
 def opt_in(name: str) -> bool:
-    """Whether ``name`` is an opt-in point (``OPT_IN``)."""
-    try:
-        return parse_hook_name(name).hook.replace("cross_attn.", "attn.") in OPT_IN
-    except ValueError:
-        return False
+    """Whether ``name`` is an opt-in point (``OPT_IN``): a suffix test, no parsing (``record``
+    asks it of every point on every call)."""
+    return name.endswith(_OPT_IN_SUFFIXES) or name in OPT_IN
 
 
 NORM_HOOKS = {"ln_embed": "the embeddings' norm (BERT)", "ln1": "the norm before (pre) / after (post) attention",

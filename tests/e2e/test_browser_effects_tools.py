@@ -1,0 +1,42 @@
+"""The Effects tab's issue-36 additions in a real browser: each head's change with its interval
+(error bars, exact numbers in the hover), and the chosen head's weights (singular values,
+composition heatmaps), readable at 1024 px."""
+from __future__ import annotations
+
+from browser_helpers import chart_title, click_radio, nav, select, settle, title_problems
+from playwright.sync_api import expect
+
+MODEL = "tiny-coref (shipped)"
+
+
+def test_intervals_and_weights(page, open_page) -> None:
+    page.set_viewport_size({"width": 1024, "height": 900})
+    open_page(page, "/")
+    sidebar = page.locator("[data-testid='stSidebar']")
+    nav(page, "Attention explorer")
+    chart_title(page, "layer 0 · head 0")
+    select(page, sidebar, "Model", MODEL)
+    chart_title(page, "layer 0 · head 0")
+    page.get_by_role("tab", name="Effects").click()
+    chart_title(page, "each head off")
+    click_radio(page, "the task's first 300 test sentences")
+    chart_title(page, "with its 95% interval")
+    plot = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text="with its 95% interval")).first
+    plot.scroll_into_view_if_needed()
+    assert plot.locator("g.errorbar").count() > 0  # the intervals are drawn
+    assert not title_problems(plot), title_problems(plot)
+    point = plot.locator("g.points path").first
+    point.hover()
+    expect(plot.locator(".hoverlayer").get_by_text("95% bootstrap interval").first).to_be_visible()
+    expect(page.get_by_text("n = 300").first).to_be_attached()
+
+    click_radio(page, "Weights & composition")
+    chart_title(page, "singular values of QK and OV")
+    chart_title(page, "K-composition")
+    for title in ("singular values", "Q-composition", "K-composition", "V-composition"):
+        plot = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text=title)).first
+        plot.scroll_into_view_if_needed()
+        assert not title_problems(plot), title_problems(plot)
+        box = plot.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 1024 + 1, (title, box)
+    settle(page)
