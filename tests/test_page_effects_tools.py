@@ -155,6 +155,9 @@ def test_the_new_views_say_why_not_on_other_models(tiny_zoo):
     assert "Type a word that is one token" in text(at)  # the mission sentence has no counterfactual
     rerun(at, eff_grad_pos=2, eff_grad_word="the")
     assert "L0 heads read only the embeddings" in text(at) and "correlation r =" in text(at)
-    rerun(at, eff_view="Weights & composition", eff_comp_role="this one into later heads")
-    assert heatmap_z(chart(at, "eff_comp_V")).shape == (2, 4)
+    rerun(at, eff_view="Weights & composition", eff_comp_role="earlier heads into this one")
+    assert "no earlier head composes into them" in text(at)
+    rerun(at, eff_comp_role="this one into later heads")
+    z = heatmap_z(chart(at, "eff_comp_V"))
+    assert z.shape == (2, 4) and np.isnan(z[0]).all() and np.isfinite(z[1]).all()
     assert not at.error

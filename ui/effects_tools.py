@@ -78,7 +78,8 @@ def gradients_and_paths(lm, inp, site, layer: int, head: int, tab) -> None:
                 f"(*{inp.tokens[pos]}* → *{word}*) — activation difference × gradient — beside the "
                 "real patching of the patch view (one forward per site).")
     figs, lines = [], []
-    for g, label in (("head", "each head's output"), ("resid_pre", "residual stream, layer x position")):
+    for g, label, short in (("head", "each head's output", "Heads"),
+                            ("resid_pre", "residual stream, layer x position", "Residual stream")):
         e = est[g]
         r = iv.Effect(real[g], d["corrupt"], g, "patch", e.labels)
         c = at.compare_estimate(e, r, worst=3)
@@ -87,7 +88,7 @@ def gradients_and_paths(lm, inp, site, layer: int, head: int, tab) -> None:
                      f"miss {c['max_abs_error']:.3f} (worst: {worst}).")
         figs.append((cache.figure(viz.estimate_vs_real, [str(x) for x in np.array(e.labels, dtype=object).ravel()],
                                   e.change.ravel(), r.change.ravel(), metric=metric_name, correlation=c["correlation"],
-                                  title=f"{label.capitalize()}: gradient estimate vs real"), f"eff_grad_{g}"))
+                                  title=f"{short}: estimate vs real"), f"eff_grad_{g}"))
     st.markdown("\n".join(lines))
     for col, (fig, key) in zip(column_pairs(len(figs)), figs):
         with col:
@@ -160,22 +161,30 @@ def weights_and_composition(lm, inp, site, layer: int, head: int, tab) -> None:
                "reads or writes few things.")
     role = st.radio("Composition", ["earlier heads into this one", "this one into later heads"], horizontal=True,
                     key="eff_comp_role")
-    figs = []
-    for m, what in zip(wt.MODES, ("queries", "keys", "values")):
-        z = comp[m][:, :, layer, head].copy() if role.startswith("earlier") else comp[m][layer, head].copy()
-        if role.startswith("earlier"):
-            z[layer:] = np.nan
-            hover = "{name} → " + f"{name} {what}: " + "{value:.3f}"
-            title = f"{m}-composition: earlier heads into {name}'s {what}"
-        else:
-            z[:layer + 1] = np.nan
-            hover = f"{name} → " + "{name} " + f"{what}: " + "{value:.3f}"
-            title = f"{m}-composition: {name} into later heads' {what}"
-        figs.append((cache.figure(viz.head_value_heatmap, z, what=f"{m}-composition", hover=hover, title=title,
-                                  zero_centred=False), f"eff_comp_{m}"))
-    for col, (fig, key) in zip(column_pairs(len(figs)), figs):
-        with col:
-            show(fig, key)
+    earlier = role.startswith("earlier")
+    if earlier and layer == 0:
+        st.info("L0 heads read only the embeddings: no earlier head composes into them. Pick a head in a "
+                "later layer, or look at this one into later heads.")
+    elif not earlier and layer == cfg.n_layers - 1:
+        st.info("The last layer's heads write only to the output: no later head reads them. Pick a head in "
+                "an earlier layer, or look at earlier heads into this one.")
+    else:
+        figs = []
+        for m, what in zip(wt.MODES, ("queries", "keys", "values")):
+            z = comp[m][:, :, layer, head].copy() if earlier else comp[m][layer, head].copy()
+            if earlier:
+                z[layer:] = np.nan
+                hover = "{name} → " + f"{name}'s {what} ({m}-composition): " + "{value:.3f}"
+                title = f"Into {name}'s {what} ({m})"
+            else:
+                z[:layer + 1] = np.nan
+                hover = f"{name} → " + "{name}'s " + f"{what} ({m}-composition): " + "{value:.3f}"
+                title = f"{name} into later {what} ({m})"
+            figs.append((cache.figure(viz.head_value_heatmap, z, what=f"{m}-composition", hover=hover,
+                                      title=title, zero_centred=False), f"eff_comp_{m}"))
+        for col, (fig, key) in zip(column_pairs(len(figs)), figs):
+            with col:
+                show(fig, key)
     st.caption("Composition score (Elhage et al. 2021): ||OV_1 · M_2||_F / (||OV_1||_F ||M_2||_F) with M_2 the later "
                "head's QK (Q), QK^T (K) or OV (V): how much of what one head writes lands where the other "
                "reads. Random matrices of these shapes already score about "

@@ -25,18 +25,42 @@ def test_intervals_and_weights(page, open_page) -> None:
     plot.scroll_into_view_if_needed()
     assert plot.locator("g.errorbar").count() > 0  # the intervals are drawn
     assert not title_problems(plot), title_problems(plot)
-    point = plot.locator("g.points path").first
-    point.hover()
+    box = plot.locator("g.points path").first.bounding_box()  # the plot's drag layer lies on top:
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # hover its pixels
     expect(plot.locator(".hoverlayer").get_by_text("95% bootstrap interval").first).to_be_visible()
     expect(page.get_by_text("n = 300").first).to_be_attached()
 
     click_radio(page, "Weights & composition")
     chart_title(page, "singular values of QK and OV")
-    chart_title(page, "K-composition")
-    for title in ("singular values", "Q-composition", "K-composition", "V-composition"):
+    expect(page.get_by_text("L0 heads read only the embeddings").first).to_be_visible()
+    click_radio(page, "this one into later heads")
+    chart_title(page, "into later keys (K)")
+    for title in ("singular values", "(Q)", "(K)", "(V)"):
         plot = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text=title)).first
         plot.scroll_into_view_if_needed()
         assert not title_problems(plot), title_problems(plot)
         box = plot.bounding_box()
         assert box and box["x"] >= 0 and box["x"] + box["width"] <= 1024 + 1, (title, box)
     settle(page)
+
+
+def test_gradients_and_paths_titles_fit(page, open_page) -> None:
+    page.set_viewport_size({"width": 1024, "height": 900})
+    open_page(page, "/")
+    sidebar = page.locator("[data-testid='stSidebar']")
+    nav(page, "Attention explorer")
+    chart_title(page, "layer 0 · head 0")
+    select(page, sidebar, "Model", MODEL)
+    chart_title(page, "layer 0 · head 0")
+    select(page, page, "Layer", "1")
+    page.get_by_role("tab", name="Effects").click()
+    chart_title(page, "each head off")
+    click_radio(page, "Gradients & paths")
+    box = page.get_by_role("textbox", name="Replace it by")
+    box.fill("the")
+    box.press("Enter")
+    chart_title(page, "Into L1H0's keys")
+    for title in ("Heads: estimate vs real", "Residual stream: estimate vs real", "queries", "keys", "values"):
+        plot = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text=title)).first
+        plot.scroll_into_view_if_needed()
+        assert not title_problems(plot), title_problems(plot)
