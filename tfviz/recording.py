@@ -6,7 +6,15 @@
 
 Only what ``names`` asks for is kept (a list of names, a predicate on the name, or None for all).
 Asking for scores or a pattern switches those layers to the explicit attention path. The points'
-sinks are removed in ``finally``, also when the forward raises.
+sinks are removed in ``finally``, also when the forward raises. The opt-in points
+(``model.hooks.OPT_IN``: ``attn.hook_result``, ``hook_q_input`` / ``hook_k_input`` /
+``hook_v_input``, TransformerLens's use_attn_result / use_split_qkv_input) are recorded only when
+named in a list, or with ``opt_in=True``: they cost a d_model vector per head and position.
+
+With gradients (attribution patching, saliency):
+
+    rec = tfviz.record(model, tokens, names=[...], grad=True)   # no no_grad: the graph is kept
+    grads = rec.grad(metric(rec.output))                         # name -> d metric / d activation
 """
 from __future__ import annotations
 
@@ -17,7 +25,7 @@ import torch
 
 from .model import Transformer
 from .model.families import family_of, lacks
-from .model.hooks import layer_template, shape_of, stack_layers
+from .model.hooks import layer_template, opt_in, shape_of, stack_layers
 
 Names = Iterable[str] | Callable[[str], bool] | None
 
@@ -54,6 +62,22 @@ class Recording(Mapping):
     @staticmethod
     def shape_of(name: str) -> str:
         return shape_of(name)
+
+    def grad(self, value: torch.Tensor, names: Iterable[str] | None = None, *,
+             retain_graph: bool = False) -> dict[str, torch.Tensor]:
+        """d ``value`` / d each recorded activation (a recording made with ``grad=True``; ``value``
+        a scalar computed from ``self.output`` or the activations) -> name -> gradient, the
+        activation's shape (zeros where ``value`` does not depend on it). One backward pass
+        (``torch.autograd.grad``) for every name; ``retain_graph`` to take another."""
+        names = list(self._tensors) if names is None else list(names)
+        tensors = [self[n] for n in names]
+        if not all(t.requires_grad for t in tensors):
+            raise ValueError("these activations carry no graph: record them with grad=True")
+        if value.dim() != 0:
+            raise ValueError(f"grad takes one number (a scalar), not a tensor of shape {tuple(value.shape)}: "
+                             "reduce it first, e.g. .sum() or .mean()")
+        grads = torch.autograd.grad(value, tensors, retain_graph=retain_graph, allow_unused=True)
+        return {n: torch.zeros_like(t) if g is None else g for n, t, g in zip(names, tensors, grads)}
 
     def to_bertviz(self, tokens: Sequence[str] | None = None, *,
                    decoder_tokens: Sequence[str] | None = None) -> dict:
@@ -94,11 +118,11 @@ class Recording(Mapping):
         return {"attention": attn, "tokens": labels(tokens, attn[0].shape[-1], "tokens")}
 
 
-def _select(points: dict, names: Names) -> list[str]:
+def _select(points: dict, names: Names, with_opt_in: bool = False) -> list[str]:
     if names is None:
-        return list(points)
+        return [n for n in points if with_opt_in or not opt_in(n)]
     if callable(names):
-        return [n for n in points if names(n)]
+        return [n for n in points if (with_opt_in or not opt_in(n)) and names(n)]
     if isinstance(names, str):
         names = [names]
     names = list(names)
@@ -113,31 +137,47 @@ def _select(points: dict, names: Names) -> list[str]:
 
 
 def record(model, *inputs: torch.Tensor, names: Names = None, device: str | None = "cpu",
-           **forward_kwargs) -> Recording:
+           grad: bool = False, opt_in: bool = False, **forward_kwargs) -> Recording:
     """Run ``model(*inputs, **forward_kwargs)`` once in eval mode without gradients and return the
     requested activations, detached.
 
     ``device``: where the tensors end up, "cpu" by default. On a GPU they stay on the device
     during the forward (no per-point host copy or sync) and go to the host afterwards as
     asynchronous copies into pinned memory with one sync at the end; ``device=None`` keeps them
-    where the model computed them."""
+    where the model computed them.
+
+    ``grad=True``: the forward runs with gradients and the activations (and ``output``) stay in
+    the graph, where the model computed them (``device`` must be None or that device): take
+    gradients with ``Recording.grad`` or ``torch.autograd.grad``. Nothing else changes: the same
+    path, the same numbers as without. ``opt_in``: None or a predicate also selects the opt-in
+    points (``OPT_IN``)."""
     family_of(model)  # a Transformer or a recurrent model (ValueError for anything else)
     points = model.hook_points()
-    selected = _select(points, names)
+    selected = _select(points, names, opt_in)
+    if grad:
+        here = next(model.parameters()).device
+        if device is not None and torch.device(device) != here:
+            raise ValueError(f"grad=True keeps the activations in the graph, on {here}: pass device=None")
     store: dict[str, torch.Tensor] = {}
     was_training = model.training
     try:
         for name in selected:  # a plain attribute: skip nn.Module.__setattr__'s bookkeeping
             points[name].__dict__["sink"] = store
+            if grad:
+                points[name].__dict__["keep_graph"] = True
         if was_training:  # (eval() and train() walk every module: only when needed)
             model.eval()
-        with torch.no_grad():
+        with torch.enable_grad() if grad else torch.no_grad():
             output = model(*inputs, **forward_kwargs)
     finally:
         for name in selected:
             points[name].__dict__["sink"] = None
+            if grad:
+                points[name].__dict__["keep_graph"] = False
         if was_training:
             model.train()
+    if grad:
+        return Recording(store, output)
     output = output.detach()
     if device is not None:
         store, output = _to(store, device), _to({"": output}, device)[""]

@@ -25,13 +25,15 @@ from tfviz import viz
 from tfviz.analysis import attribution as at
 from tfviz.analysis import effects as ef
 from tfviz.analysis import interventions as iv
+from tfviz.analysis import spread as sp
 
-from . import cache
+from . import cache, effects_tools
 from .figures import show
 from .models import locked
 from .widgets import column_pairs, metric_row
 
-VIEWS = ["Switch heads off", "Patch from another input", "Logit lens", "Attribution & circuits"]
+VIEWS = ["Switch heads off", "Patch from another input", "Logit lens", "Attribution & circuits",
+         "Gradients & paths", "Weights & composition"]
 KEEP = 48  # results kept for the server (a head table is a few kB, a lens a few MB at most)
 TASK_DATA = {"coref": "the task's first 300 test sentences", "induction": "32 fresh [BOS] r r sequences (|r| = 40)"}
 
@@ -186,7 +188,8 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
                         format_func=lambda d: "this input" if d == "input" else TASK_DATA[lm.task_name])
     key = ("heads", data, site.label, inp.key if data == "input" else None)
     df = computed(lm, key, lambda p, m: ef.head_effects(m, _probe(lm, inp, data, m), stack=site.stack,
-                                                        attention=site.attention, progress=p),
+                                                        attention=site.attention, progress=p,
+                                                        spread=data != "input"),
                   f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off",
                   cost=_grid_cost(lm, _inputs(lm, inp, data), iv.head_grid_layers(lm.model)))
     if df is None:
@@ -198,7 +201,7 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
         (pattern[0] if pattern else None)
     higher = ef.higher_is_better(df, m)
     row = df[(df["layer"] == layer) & (df["head"] == head)].iloc[0]
-    metric_row((f"{m}, unchanged", f"{df.attrs['baseline'][m]:.4g}"),
+    metric_row((f"{m}, unchanged", _with_spread(df, m, df.attrs['baseline'][m])),
                (f"L{layer}H{head} off", f"{row[m]:.4g}", dict(delta=f"{row[f'Δ {m}']:+.3g}", delta_color=(
                    "normal" if higher else "inverse"))),
                *([(f"pattern: {shown}", f"{row[shown]:.2f}")] if shown else []))
@@ -224,13 +227,45 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
         except ValueError as e:
             return st.info(str(e))
         sets = computed(lm, ("set", data, site.label, inp.key if data == "input" else None, together),
-                        lambda p, m: ef.set_effects(m, _probe(lm, inp, data, m), {together: sites}),
+                        lambda p, m: ef.set_effects(m, _probe(lm, inp, data, m), {together: sites},
+                                                    spread=data != "input"),
                         "Switching them off")
         if sets is not None:
-            st.dataframe(sets.round(4), hide_index=True, key="eff_set_table")
+            shown = [c for c in sets.columns if not c.startswith("Δ ") or c.startswith(f"Δ {m} ")]
+            st.dataframe(sets[shown].round(4), hide_index=True, key="eff_set_table")
+            if sets.attrs.get("n", 1) > 1:
+                st.caption(f"Δ {m} lo / hi: the 95% bootstrap interval of the change over the "
+                           f"{sets.attrs['n']} examples; clear = it leaves out no change.")
+    _spreads(df, m, layer, head, higher)
     st.caption("Switched off = the head's output (its slice of `attn.hook_z`, before W_O mixes the "
                "heads) set to zero for the whole input. A pattern says where a head looks; only "
                "switching it off says whether the answer depends on it.")
+
+
+def _with_spread(df, m: str, value: float) -> str:
+    """The unchanged value, "± half its 95% interval" when measured over several examples."""
+    s = df.attrs.get("spread", {}).get(m)
+    if not s or df.attrs.get("n", 1) < 2:
+        return f"{value:.4g}"
+    return sp.plus_minus(s)
+
+
+def _spreads(df, m: str, layer: int, head: int, higher: bool) -> None:
+    """Each head's change with its 95% interval over the examples (measured on the task's)."""
+    if df.attrs.get("n", 1) < 2 or f"Δ {m} lo" not in df.columns:
+        return
+    with st.expander(f"Spread over the {df.attrs['n']} examples: which heads clearly matter", expanded=True):
+        st.markdown(sp.head_spread_sentence(df, layer, head, m))
+        show(cache.figure(viz.effect_intervals, list(df["name"]), df[f"Δ {m}"].to_numpy(),
+                          df[f"Δ {m} lo"].to_numpy(), df[f"Δ {m} hi"].to_numpy(), metric=m, n=df.attrs["n"],
+                          clear=df[f"Δ {m} clear"].to_numpy(), how="95% bootstrap interval",
+                          title=f"Each head off: Δ {m} with its 95% interval"), "eff_intervals",
+             data=df[["name", f"Δ {m}", f"Δ {m} se", f"Δ {m} lo", f"Δ {m} hi", f"Δ {m} clear"]])
+        st.caption(f"Intervals: the percentile bootstrap over the {df.attrs['n']} examples ({sp.N_BOOT} "
+                   "resamples, seeded), of the per-example change (each example with the head off minus "
+                   "the same example unchanged). A head is called clear only when its interval leaves out "
+                   "no change. ± in the numbers above is half the interval's width. The spread is over "
+                   "the examples drawn, not over training runs.")
 
 
 def _replacement(lm, inp) -> tuple[int, str]:
@@ -320,7 +355,9 @@ def lens(lm, inp) -> None:
     show(fig, "eff_lens")
     st.caption("Each row reads the residual stream through the model's own final norm and "
                "unembedding, as if the later layers were skipped (nostalgebraist 2020). The last "
-               "row is the model's output.")
+               "row is the model's output. The lens freezes nothing: each row is normalised by its "
+               "own scale. (Attribution, in the next view, freezes the final norm's scale at the last "
+               "layer's value instead, so that its parts add up.)")
 
 
 def attribution(lm, inp, site, layer: int, head: int) -> None:
@@ -344,7 +381,8 @@ def attribution(lm, inp, site, layer: int, head: int) -> None:
                           title=f"Why '{g}' over '{b}' at the last position"), "eff_dla")
         st.caption(f"The parts add up to {values.sum():+.4f}; the model's own logit difference is "
                    f"{total:+.4f}. The final norm's scale is frozen at its value on this input (with "
-                   "it frozen the norm is linear); its bias and the unembedding's are one part.")
+                   "it frozen the norm is linear); its bias and the unembedding's are one part. (The "
+                   "logit lens freezes nothing: each layer there gets its own scale.)")
     if not site.is_self:
         return st.info("QK / OV circuits are drawn for self-attention heads.")
     c = computed(lm, ("circuits", inp.key, site.label, layer, head),
@@ -409,5 +447,15 @@ def render(lm, inp, site, layer: int, head: int) -> None:
         patch(lm, inp)
     elif view == VIEWS[2]:
         lens(lm, inp)
-    else:
+    elif view == VIEWS[3]:
         attribution(lm, inp, site, layer, head)
+    elif view == VIEWS[4]:
+        effects_tools.gradients_and_paths(lm, inp, site, layer, head, _TAB)
+    else:
+        effects_tools.weights_and_composition(lm, inp, site, layer, head, _TAB)
+
+
+class _TAB:  # the helpers effects_tools' views share with this tab's own (handed in: no import cycle)
+    computed = staticmethod(computed)
+    replacement = staticmethod(_replacement)
+    token_of = staticmethod(_token_of)

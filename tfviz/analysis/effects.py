@@ -25,8 +25,9 @@ from ..recording import record
 from ..tasks.induction import copy_positions
 from .heads import BOS_ID, N_SPECIAL
 from .heads.scores import antecedent_scores, pattern_scores
-from .interventions import (Metric, Progress, Site, effect, head, logit_diff, loss, pairwise, prob,
-                            sweep, top1)
+from .interventions import (MAX_ROWS, Metric, Progress, Site, _effect, effect, head, logit_diff, loss, pairwise,
+                            per_row, prob, sweep, top1)
+from .spread import spread_columns
 
 PATTERN = layer_template("attn.hook_pattern")
 
@@ -98,8 +99,14 @@ def induction_repeat_probe(tokens: torch.Tensor) -> Probe:
         targets[b, rep] = tokens[b, [p + 1 for p in rep]]
     mask = targets != -100
 
-    def acc(logits):
+    def acc_rows(logits):  # [batch]: each row's share of its repeated tokens predicted
+        hit = ((logits.argmax(-1) == targets) & mask).float().sum(1)
+        return hit / mask.sum(1).clamp(min=1)
+
+    def acc_all(logits):
         return (logits.argmax(-1) == targets)[mask].float().mean()
+    acc = per_row(acc_rows)
+    acc._reduce = acc_all  # every repeated token alike (the rows' mean when rows repeat as many)
 
     def pattern(p):  # both scores from one pass over the patterns
         scores = pattern_scores(p, tokens.numpy())
@@ -132,9 +139,9 @@ def answer_probe(model, inputs, positions: Sequence[int]) -> Probe:
     pos = torch.tensor(list(positions))
     answer = logits[:, pos].argmax(-1)  # [batch, n]
 
-    def logp(lg):
-        return lg[:, pos].float().log_softmax(-1).gather(-1, answer[..., None]).mean()
-    return Probe("answer", inputs, {"log P(the model's answer)": logp}, higher=True)
+    def logp(lg):  # [batch]: the mean over the chosen positions
+        return lg[:, pos].float().log_softmax(-1).gather(-1, answer[..., None])[..., 0].mean(-1)
+    return Probe("answer", inputs, {"log P(the model's answer)": per_row(logp)}, higher=True)
 
 
 def input_probe(model, task_name: str | None, ids: Sequence[int], meta: dict | None = None,
@@ -174,41 +181,58 @@ def patterns(model, probe: Probe) -> np.ndarray:
 
 
 def head_effects(model, probe: Probe, *, mode: str = "zero", reference=None, stack: str = "",
-                 attention: str = "attn", progress: Progress | None = None) -> pd.DataFrame:
+                 attention: str = "attn", progress: Progress | None = None, spread: bool = False
+                 ) -> pd.DataFrame:
     """One row per head: layer, head, name, the pattern's scores (``probe.pattern``: one column
     each; none when the task names no place to look), then every metric with the head switched
     off and its change from the unchanged model ("<metric>" and "Δ <metric>"). ``mode``:
     ``interventions.MODES``; ``stack`` / ``attention``: an encoder-decoder's "encoder" /
     "decoder" and "attn" / "cross_attn". ``attrs``: baseline (per metric), pattern (its column
-    names), headline, higher, mode."""
+    names), headline, higher, mode.
+
+    ``spread``: every change also with its spread over the probe's examples (paired, per example:
+    ``tfviz.analysis.spread``): columns "Δ <metric> se", "Δ <metric> lo", "Δ <metric> hi" (the 95%
+    percentile bootstrap interval) and "Δ <metric> clear" (the interval excludes no change); attrs
+    ``n`` (examples) and ``spread`` (the unchanged run's mean, se, lo, hi per metric)."""
     cfg = model.config
     sites = [head(l, h, stack, attention) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
-    vals = effect(model, probe.inputs, [[]] + [[s] for s in sites], probe.metrics, mode=mode,
-                  reference=reference, progress=progress, **probe.forward_kwargs)
+    vals, rows = _effect(model, probe.inputs, [[]] + [[s] for s in sites], probe.metrics, mode, reference,
+                         progress, MAX_ROWS, spread, probe.forward_kwargs)
     scores = probe.pattern(patterns(model, probe)) if probe.pattern and not stack else {}
-    rows = []
+    table = []
     for i, s in enumerate(sites):
         l, h = divmod(i, cfg.n_heads)
         row = {"layer": l, "head": h, "name": f"L{l}H{h}", **{k: float(v[l, h]) for k, v in scores.items()}}
         for j, name in enumerate(probe.metrics):
             row[name] = vals[1 + i, j]
             row[f"Δ {name}"] = vals[1 + i, j] - vals[0, j]
-        rows.append(row)
-    df = pd.DataFrame(rows)
+        table.append(row)
+    df = pd.DataFrame(table)
     df.attrs.update(baseline=dict(zip(probe.metrics, vals[0])), pattern=list(scores),
                     headline=probe.headline, higher=probe.higher, mode=mode)
+    if spread:
+        cols = spread_columns(rows[1:], rows[0], list(probe.metrics))
+        df.attrs.update(n=int(rows.shape[-1]), spread=cols.pop("base"))
+        for c, v in cols.items():
+            df[c] = v
     return df
 
 
 def set_effects(model, probe: Probe, sets: Mapping[str, Sequence[Site]], *, mode: str = "zero",
-                reference=None) -> pd.DataFrame:
+                reference=None, spread: bool = False) -> pd.DataFrame:
     """One row per named set of sites switched off together (``{}``-free: "none" is added first):
-    "heads", then every metric."""
+    "heads", then every metric. ``spread``: the change's interval too, per metric ("Δ <metric>
+    lo" / "hi" / "se" / "clear", as ``head_effects``; attrs ``n``)."""
     names = ["none", *sets]
-    vals = effect(model, probe.inputs, [[], *sets.values()], probe.metrics, mode=mode,
-                  reference=reference, **probe.forward_kwargs)
+    vals, rows = _effect(model, probe.inputs, [[], *sets.values()], probe.metrics, mode, reference, None,
+                         MAX_ROWS, spread, probe.forward_kwargs)
     df = pd.DataFrame(vals, columns=list(probe.metrics))
     df.insert(0, "heads off", names)
+    if spread:
+        cols = spread_columns(rows, rows[0], list(probe.metrics))
+        df.attrs.update(n=int(rows.shape[-1]), spread=cols.pop("base"))
+        for c, v in cols.items():
+            df[c] = v
     return df
 
 

@@ -104,14 +104,17 @@ class Attention(nn.Module):
             self.add_module(hook, HookPoint())
         self.hook_attn_scores, self.hook_pattern = HookPoint(), HookPoint()
         self.hook_z, self.hook_out = HookPoint(), HookPoint()
+        self.hook_result = HookPoint()  # opt-in: per-head outputs, computed only while active
         # The points that need the explicit path when recorded (a plain tuple: not submodules twice)
         self._score_hooks = tuple(getattr(self, n) for n in ("hook_attn_scores", "hook_pattern", "hook_pos_bias")
                                   if hasattr(self, n))
 
     # ---------------------------------------------------------------------------------------
-    def _project(self, x: torch.Tensor, memory: torch.Tensor | None):
+    def _project(self, x: torch.Tensor, memory: torch.Tensor | None, split=None):
         B, T, _ = x.shape
         hq, hkv = self.n_heads * self.d_head, self.n_kv_heads * self.d_head
+        if split is not None:  # per-head inputs (Block's hook_q/k/v_input): each head its own x
+            return self._project_split(*split)
         if self.cross:
             q = self.W_q(x)
             k, v = (None, None) if memory is None else self.W_kv(memory).split([hkv, hkv], dim=-1)
@@ -123,16 +126,31 @@ class Attention(nn.Module):
             v = v.view(B, v.shape[1], self.n_kv_heads, self.d_head)
         return q, k, v
 
+    def _project_split(self, xq: torch.Tensor, xk: torch.Tensor, xv: torch.Tensor):
+        """xq [batch, pos, head, d_model], xk / xv [batch, pos, kv_head, d_model] (already through
+        the norm) -> q [batch, pos, head, d_head], k, v [batch, pos, kv_head, d_head]: head h's
+        rows of W_qkv applied to head h's own input (TransformerLens's use_split_qkv_input)."""
+        H, Hkv, d = self.n_heads, self.n_kv_heads, self.d_head
+        W, b = self.W_qkv.weight, self.W_qkv.bias  # [(H + 2 Hkv) d_head, d_model]
+        Wq, Wk, Wv = W.split([H * d, Hkv * d, Hkv * d], dim=0)
+        bq, bk, bv = (None, None, None) if b is None else b.split([H * d, Hkv * d, Hkv * d])
+
+        def proj(x, w, bias, n):
+            out = torch.einsum("bphm,hdm->bphd", x, w.view(n, d, -1))
+            return out if bias is None else out + bias.view(n, d)
+        return proj(xq, Wq, bq, H), proj(xk, Wk, bk, Hkv), proj(xv, Wv, bv, Hkv)
+
     def _wants_explicit(self) -> bool:
         if self.impl == "explicit":
             return True
         return self.impl == "auto" and any(h.active for h in self._score_hooks)
 
     def forward(self, x: torch.Tensor, ctx: AttnContext, memory: torch.Tensor | None = None,
-                cache: LayerKV | None = None) -> torch.Tensor:
-        """x [batch, pos, d_model] -> [batch, pos, d_model]. ``memory`` for cross-attention."""
-        B, T, _ = x.shape
-        q, k, v = self._project(x, memory)
+                cache: LayerKV | None = None, split=None) -> torch.Tensor:
+        """x [batch, pos, d_model] -> [batch, pos, d_model]. ``memory`` for cross-attention;
+        ``split``: (q, k, v) inputs per head, [batch, pos, head | kv_head, d_model] (x unused)."""
+        B, T = (x.shape[0], x.shape[1]) if split is None else split[0].shape[:2]
+        q, k, v = self._project(x, memory, split)
         q = self.hook_q(q)
         if k is not None:
             k, v = self.hook_k(k), self.hook_v(v)
@@ -159,7 +177,18 @@ class Attention(nn.Module):
         else:
             z = self._sdpa(q, k, v, ctx)
         z = self.hook_z(z.transpose(1, 2))  # [batch, pos, head, d_head]
+        if self.hook_result.active:  # opt-in: each head's own write into the residual stream
+            return self.hook_out(self._by_head(z))
         return self.hook_out(self.W_o(z.reshape(B, T, self.n_heads * self.d_head)))
+
+    def _by_head(self, z: torch.Tensor) -> torch.Tensor:
+        """z [batch, pos, head, d_head] -> result_h = z_h W_O^h [batch, pos, head, d_model]
+        (``hook_result``, TransformerLens's use_attn_result), then sum_h result_h + b_O: W_o split
+        by head, so a hook on one head's result changes only that head's share."""
+        W_O = self.W_o.weight.view(-1, self.n_heads, self.d_head)  # [d_model, head, d_head]
+        result = self.hook_result(torch.einsum("bphd,mhd->bphm", z, W_O))
+        out = result.sum(2)
+        return out if self.W_o.bias is None else out + self.W_o.bias
 
     # ---------------------------------------------------------------------------------------
     def _explicit(self, q, k, v, ctx: AttnContext) -> torch.Tensor:

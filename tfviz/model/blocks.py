@@ -49,6 +49,11 @@ class Block(nn.Module):
         self.attn = Attention(cfg)
         self.hook_attn_out = HookPoint()  # = attn.hook_out (TransformerLens's block-level name)
         self.hook_resid_pre, self.hook_resid_mid = HookPoint(), HookPoint()
+        # opt-in (TransformerLens's use_split_qkv_input): the residual stream once per head, so
+        # one head's query, key or value input can be patched alone (path patching)
+        self.hook_q_input, self.hook_k_input, self.hook_v_input = HookPoint(), HookPoint(), HookPoint()
+        self._split_hooks = (self.hook_q_input, self.hook_k_input, self.hook_v_input)
+        self.n_heads, self.n_kv_heads = cfg.n_heads, cfg.n_kv_heads
         if cross:
             self.ln_cross = make_norm(cfg)
             self.cross_attn = Attention(cfg, cross=True)
@@ -71,8 +76,11 @@ class Block(nn.Module):
                 cross_cache: LayerKV | None = None) -> torch.Tensor:
         """x [batch, pos, d_model] -> [batch, pos, d_model]"""
         x = self.hook_resid_pre(x)
-        x = self.hook_resid_mid(self._sublayer(
-            x, self.ln1, lambda h: self.hook_attn_out(self.attn(h, ctx, cache=cache))))
+        if self._split_hooks[0].active or self._split_hooks[1].active or self._split_hooks[2].active:
+            x = self.hook_resid_mid(self._split_attention(x, ctx, cache))
+        else:
+            x = self.hook_resid_mid(self._sublayer(
+                x, self.ln1, lambda h: self.hook_attn_out(self.attn(h, ctx, cache=cache))))
         if self.has_cross:
             x = self.hook_resid_mid_cross(self._sublayer(
                 x, self.ln_cross,
@@ -80,3 +88,21 @@ class Block(nn.Module):
         if self.has_mlp:
             x = self._sublayer(x, self.ln2, lambda h: self.hook_mlp_out(self.mlp(h)))
         return self.hook_resid_post(x)
+
+    def _split_attention(self, x: torch.Tensor, ctx: AttnContext, cache: LayerKV | None) -> torch.Tensor:
+        """Self-attention reading one copy of x per head: hook_q_input [batch, pos, head, d_model],
+        hook_k_input / hook_v_input [batch, pos, kv_head, d_model], each through ln1 (pre-norm)
+        on its own. Unhooked, the same numbers as the fused path (to float rounding); the residual
+        addition uses x itself."""
+        B, T, d = x.shape
+
+        def per_head(point, n):  # a real copy while the point is active (a hook may write into it)
+            view = x[:, :, None].expand(B, T, n, d)
+            return point(view.clone()) if point.active else view
+        xq = per_head(self.hook_q_input, self.n_heads)
+        xk, xv = per_head(self.hook_k_input, self.n_kv_heads), per_head(self.hook_v_input, self.n_kv_heads)
+        if self.pre_norm:
+            xq, xk, xv = self.ln1(xq), self.ln1(xk), self.ln1(xv)
+        out = self.hook_attn_out(self.attn(x, ctx, cache=cache, split=(xq, xk, xv)))
+        drop = self.drop if self.drop.p and self.training else _identity
+        return x + drop(out) if self.pre_norm else self.ln1(x + drop(out))

@@ -48,6 +48,12 @@ HOOK_SHAPES: dict[str, str] = {
     "attn.hook_pattern": "[batch, head, q_pos, k_pos]  softmax of the scores (before dropout)",
     "attn.hook_z": "[batch, pos, head, d_head]  pattern-weighted values, per head",
     "attn.hook_out": "[batch, pos, d_model]  attention output after W_o",
+    # Opt-in points (``OPT_IN``): TransformerLens's use_attn_result / use_split_qkv_input. They
+    # cost a d_model vector per head and position, so they are computed only while recorded or hooked.
+    "attn.hook_result": "[batch, pos, head, d_model]  each head's output z_h W_O^h (no bias; summed + b_O = hook_out)",
+    "hook_q_input": "[batch, pos, head, d_model]  the residual stream each query head reads (before ln1)",
+    "hook_k_input": "[batch, pos, kv_head, d_model]  the residual stream each key head reads (before ln1)",
+    "hook_v_input": "[batch, pos, kv_head, d_model]  the residual stream each value head reads (before ln1)",
     # recurrent models (tfviz.model.recurrent): per layer; their encoder-decoder's additive
     # attention is ``decoder.cross_attn.hook_attn_scores / hook_pattern`` (shapes as above, head = 1)
     # and ``hook_context``: one per model, so no layer in the name
@@ -55,6 +61,21 @@ HOOK_SHAPES: dict[str, str] = {
     "hook_cell": "[batch, pos, d_hidden]  an LSTM layer's memory cell c_t after reading token t (LSTM only)",
     "attn.hook_context": "[batch, pos, d_hidden]  additive attention's context c_i = sum_j a_ij h_j (per decoder position)",
 }
+
+OPT_IN = ("attn.hook_result", "hook_q_input", "hook_k_input", "hook_v_input")
+"""Points recorded only when named in a list (``record(names=[...])``) or with ``opt_in=True``, as
+TransformerLens creates them only with ``use_attn_result`` / ``use_split_qkv_input``: while one
+is active its layer computes per-head copies ([batch, pos, head, d_model]); otherwise nothing."""
+
+
+_OPT_IN_SUFFIXES = tuple(h if h.startswith("attn.") else "." + h for h in OPT_IN)  # "attn.hook_result": also "cross_attn.hook_result"
+
+
+def opt_in(name: str) -> bool:
+    """Whether ``name`` is an opt-in point (``OPT_IN``): a suffix test, no parsing (``record``
+    asks it of every point on every call)."""
+    return name.endswith(_OPT_IN_SUFFIXES) or name in OPT_IN
+
 
 NORM_HOOKS = {"ln_embed": "the embeddings' norm (BERT)", "ln1": "the norm before (pre) / after (post) attention",
               "ln_cross": "the cross-attention's norm", "ln2": "the MLP's norm",
@@ -146,6 +167,7 @@ class HookPoint(nn.Module):
         super().__init__()
         self.name: str | None = None
         self.sink: dict[str, torch.Tensor] | None = None
+        self.keep_graph = False  # record(grad=True): store x itself, in the autograd graph
 
     @property
     def active(self) -> bool:
@@ -160,7 +182,7 @@ class HookPoint(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.sink is not None:
-            self.sink[self.name] = x.detach()
+            self.sink[self.name] = x if self.keep_graph else x.detach()
         return x
 
 

@@ -21,6 +21,8 @@ They never import torch or streamlit and never see a model: callers pass the rec
     induction      loss / accuracy on repeated tokens, position by position (2 layers vs 1)
     effects        does a head matter: switching heads off, pattern vs effect, patching per
                    position, logit lens, direct logit attribution, QK / OV circuits
+    circuits       effects with their intervals, attribution vs real patching, path patching and
+                   composition over the heads, singular values, what one head writes per position
     layers         attention across layers: raw per layer, rollout, flow (Abnar & Zuidema)
     cost           measured vs analytic time / memory, KV cache, generation speed
     theme, tiles, data   the one shared look, tiled heatmaps, figure -> DataFrame (CSV download)
@@ -33,6 +35,7 @@ from .compare import head_role_grid, position_curves
 from .cost import (analytic_figure, compact, cost_figure, kv_cache_figure, memory_figure,
                    speed_figure, time_figure)
 from .data import cosine_similarity, figure_data
+from .circuits import effect_intervals, estimate_vs_real, head_value_heatmap, head_writes, singular_values
 from .effects import (attribution_bars, circuit_heatmap, effect_heatmap, logit_lens_heatmap,
                       pattern_vs_effect, position_effect_heatmap)
 from .export import Slide, figure_html, figure_title, slides_html
@@ -59,7 +62,8 @@ __all__ = [
     "figure_html", "figure_title", "slides_html",
     "across_layers_grid", "alibi_bias", "analogy_bars", "analytic_figure", "bag_of_words_bars",
     "apply_theme", "attribution_bars", "circuit_heatmap", "compact", "compare_curves", "cost_figure", "cosine_similarity",
-    "cross_attention_alignment", "default_dims", "effect_heatmap", "embedding_map",
+    "cross_attention_alignment", "default_dims", "effect_heatmap", "effect_intervals", "embedding_map",
+    "estimate_vs_real", "head_value_heatmap", "head_writes", "singular_values",
     "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
     "generation_frame", "grad_norm_heatmap", "head_heatmap", "head_role_grid", "head_score_bars",
     "heads_grid", "inputs_bar", "kv_cache_figure",
