@@ -13,7 +13,7 @@ from .cache import zoo_cards
 from .figures import show
 from .models import zoo_model
 
-SHIPPED = "lm-sink"  # the zoo model trained to show sinks (tfviz.zoo.specs)
+SHIPPED = "lm-bos"  # the zoo model trained for sinks: [BOS] opens every window (tfviz.zoo.specs)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -49,6 +49,7 @@ MAX_RECORDS = 400       # kept in a checkpoint (first and last always)
 OLSSON = (50, 500, 512)  # early index, late index, context length of the paper's ICL score
 FORMED = 0.4            # an induction head: score above this (the cut-off of heads/labels.py)
 CHANGE = (0.1, 0.9)     # a curve's "window": from 10% to 90% of its total change
+MIN_CHANGE = {"icl": 0.1, "score": 0.1}  # less change than this (nats / score): no window
 PAPER = ("Olsson et al. 2022 (arXiv 2209.11895, Argument 1, Figures 3 and 5): in attention-only "
          "and larger language models trained on text, in-context learning (loss at token 500 minus "
          "loss at token 50) develops abruptly in a narrow window early in training (roughly 2.5 to 5 "
@@ -228,14 +229,13 @@ def phase_frames(phase: dict) -> dict[str, pd.DataFrame]:
     return {"loss": heat, "curves": curves, "heads": heads}
 
 
-def change_window(steps: Sequence[int], values: Sequence[float], start: float | None = None,
-                  end: float | None = None) -> tuple[int, int] | None:
-    """The steps at which ``values`` first covered 10% and 90% of their change from ``start``
-    (default: the first value) to ``end`` (default: the last); None when they do not change."""
+def change_window(steps: Sequence[int], values: Sequence[float], min_change: float = 0.0
+                  ) -> tuple[int, int] | None:
+    """The steps at which ``values`` first covered 10% and 90% of their change from the first
+    value to the last; None when they changed by ``min_change`` or less."""
     v = np.asarray(values, dtype=np.float64)
-    a = v[0] if start is None else start
-    b = v[-1] if end is None else end
-    if not (math.isfinite(a) and math.isfinite(b)) or a == b:
+    a, b = v[0], v[-1]
+    if not (math.isfinite(a) and math.isfinite(b)) or abs(b - a) <= min_change:
         return None
     frac = (v - a) / (b - a)
     lo = int(np.argmax(frac >= CHANGE[0]))
@@ -256,9 +256,9 @@ def phase_story(phase: dict, label: str = "this model") -> dict:
     best = heads[heads["name"] == last["name"]].sort_values("step")
     prev_last = heads[heads["step"] == steps[-1]].sort_values("prev_token", ascending=False).iloc[0]
     best_prev = heads[heads["name"] == prev_last["name"]].sort_values("step")
-    icl_window = change_window(steps, icl, start=0.0 if len(icl) else None)
-    ind_window = change_window(steps, best["induction"].to_numpy())
-    prev_window = change_window(steps, best_prev["prev_token"].to_numpy())
+    icl_window = change_window(steps, icl, MIN_CHANGE["icl"])
+    ind_window = change_window(steps, best["induction"].to_numpy(), MIN_CHANGE["score"])
+    prev_window = change_window(steps, best_prev["prev_token"].to_numpy(), MIN_CHANGE["score"])
     formed = bool(last["induction"] > FORMED)
     at = next((int(s) for s, v in zip(best["step"], best["induction"]) if v > FORMED), None)
     out = {"label": label, "steps": int(steps[-1]), "icl_start": float(icl[0]), "icl_end": float(icl[-1]),
@@ -268,7 +268,7 @@ def phase_story(phase: dict, label: str = "this model") -> dict:
            "prev_head": str(prev_last["name"]), "prev_end": float(prev_last["prev_token"]),
            "prev_window": prev_window, "early": int(phase["probe"]["early"]),
            "late": int(phase["probe"]["late"])}
-    out["overlap"] = bool(formed and icl_window and ind_window
+    out["overlap"] = bool(icl_window and ind_window
                           and icl_window[0] <= ind_window[1] and ind_window[0] <= icl_window[1])
     out["sentence"] = _sentence(out)
     return out
@@ -278,18 +278,23 @@ def _sentence(s: dict) -> str:
     icl = (f"{s['label']}: the in-context-learning score (loss at token {s['late']} minus loss at "
            f"token {s['early']} of the repeated sequences) went from {s['icl_start']:+.2f} to "
            f"{s['icl_end']:+.2f} nats")
-    if s["icl_window"]:
-        icl += f", most of it (10% -> 90%) between steps {s['icl_window'][0]} and {s['icl_window'][1]}"
+    icl += (f", most of it (10% -> 90%) between steps {s['icl_window'][0]} and {s['icl_window'][1]}"
+            if s["icl_window"] else f" (less than {MIN_CHANGE['icl']} nats of change)")
     head = (f"its strongest induction head, {s['best_head']}, went from {s['induction_start']:.2f} "
             f"to {s['induction_end']:.2f}")
+    head += (f", 10% -> 90% between steps {s['induction_window'][0]} and {s['induction_window'][1]}"
+             if s["induction_window"] else "")
+    head += (f", above {FORMED} from step {s['formed_at']}" if s["formed"]
+             else f", never above {FORMED}")
+    if not s["icl_window"] or not s["induction_window"]:
+        verdict = ("nothing changed abruptly: no in-context learning to time" if not s["icl_window"]
+                   else "the heads' induction scores barely moved")
+    elif s["overlap"]:
+        verdict = "the two windows overlap: in-context learning and the induction head appeared together"
+    else:
+        verdict = "the two windows do not overlap: here they did not appear together"
     if not s["formed"]:
-        return (f"{icl}; {head} and never passed {FORMED} — no induction head formed"
-                f"{', and no in-context learning appeared' if s['icl_end'] > -0.15 else ''}.")
-    head += (f" (first above {FORMED} at step {s['formed_at']}; 10% -> 90% between steps "
-             f"{s['induction_window'][0]} and {s['induction_window'][1]})" if s["induction_window"] else "")
-    verdict = ("the two windows overlap: the in-context learning and the induction head appeared "
-               "together" if s["overlap"] else
-               "the two windows do not overlap: here they did not appear together")
+        verdict += " (no head passed the induction cut-off)"
     return f"{icl}; {head} — {verdict}."
 
 
