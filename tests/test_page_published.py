@@ -81,13 +81,14 @@ def tiny_lm(tmp_path_factory) -> Path:
     return path.with_suffix(".safetensors")
 
 
-def test_masks_page_measures_sinks_on_the_picked_language_model(tiny_lm) -> None:
+def test_masks_page_measures_sinks_on_the_picked_language_model(tiny_lm, monkeypatch) -> None:
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tiny_lm.parent))  # the app lists it as shipped
     at = open_page("masks", model=tiny_lm)
     assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("-sink_curves")]  # off until asked
     at.toggle(key="sink_live").set_value(True).run()
     ok(at)
     ck = load_checkpoint(tiny_lm)
-    want = sinks.sink_report(ck.model, ck.tokenizer, ck.task, label=f"{tiny_lm.stem} (trained)")
+    want = sinks.sink_report(ck.model, ck.tokenizer, ck.task)
     fig = chart(at, "sink_shares")
     z = heat(fig)
     for r in want["shares"].itertuples():
@@ -99,3 +100,15 @@ def test_masks_page_measures_sinks_on_the_picked_language_model(tiny_lm) -> None
     words = text(at)
     assert want["story"]["sentence"].split(":", 1)[1] in words  # the numbers, whatever the label
     assert "5158.07" in words  # the paper's own number beside ours
+
+
+def test_masks_page_falls_back_to_the_shipped_sink_model(tiny_zoo) -> None:
+    """A model not trained on the built-in text (tiny induction): the card's sentence of the shipped
+    lm-bos first, and live, lm-bos measured with a note saying so."""
+    at = open_page("masks", model=tiny_zoo["tiny-induction"])
+    card = load_checkpoint(SHIPPED / "lm-bos.safetensors").meta["extra"]["card"]
+    assert card["finding"]["story"]["sentence"] in text(at)
+    at.toggle(key="sink_live").set_value(True).run()
+    ok(at)
+    assert "was not trained on the built-in text" in text(at) and "lm-bos" in text(at)
+    assert "lm-bos" in chart(at, "sink_curves")["layout"]["title"]["text"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import pandas as pd
 import streamlit as st
 
 from tfviz.analysis import phase as ph
@@ -39,13 +40,16 @@ def _figures(runs: dict[str, dict], key: str, filename: str) -> list[dict]:
     frames = {name: ph.phase_frames(p) for name, p in runs.items()}
     stories = [ph.phase_story(p, name) for name, p in runs.items()]
     probe = next(iter(runs.values()))["probe"]
+    heat = pd.concat([f["loss"].stack().rename("loss").reset_index().assign(model=n)
+                      for n, f in frames.items()], ignore_index=True)  # model, step, token index, loss
     show(phase_heatmaps({n: f["loss"] for n, f in frames.items()}, early=probe["early"],
                         late=probe["late"]), key=f"{key}_heat", filename=f"{filename}-loss-by-index",
-         data=next(iter(frames.values()))["loss"].reset_index())
+         data=heat)
     show(phase_timeline({n: f["curves"] for n, f in frames.items()}, {n: f["heads"] for n, f in frames.items()},
                         formed=ph.FORMED, windows={s["label"]: s["icl_window"] for s in stories}),
          key=f"{key}_timeline", filename=f"{filename}-timeline",
-         data=next(iter(frames.values()))["curves"])
+         data=pd.concat([f["heads"].merge(f["curves"][["step", "icl", "loss_early", "loss_late"]], on="step")
+                         .assign(model=n) for n, f in frames.items()], ignore_index=True))
     for s in stories:
         st.markdown(s["sentence"])
     return stories
@@ -77,8 +81,8 @@ def findings_section(models: dict) -> None:
     for label, m in models.items():
         phase = records(m.ref.path)
         if not phase:
-            st.warning(f"{m.ref.name} holds no phase-change records: rebuild it with "
-                       f"`python -m tfviz.zoo build --only {ZOO.get(label, m.ref.name)}`.")
+            st.warning(f"{m.ref.label} holds no phase-change records: rebuild it with "
+                       f"`python -m tfviz.zoo build --only {ZOO.get(label, m.ref.label)}`.")
             return
         runs[label] = phase
     p = next(iter(runs.values()))["probe"]

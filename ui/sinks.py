@@ -20,7 +20,7 @@ SHIPPED = "lm-bos"  # the zoo model trained for sinks: [BOS] opens every window 
 def _report(path: str, mtime: int, window: int | None, _lm) -> dict:
     with _lm.lock:
         return sinks.sink_report(_lm.model, _lm.tokenizer, _lm.ckpt.task or {}, window=window,
-                                 label=_lm.ref.name)
+                                 label=_lm.ref.label)
 
 
 def report(lm, window: int | None = None) -> dict:
@@ -54,14 +54,14 @@ def section(lm) -> None:
     if m is None:
         return
     if m is not lm:
-        st.info(f"**{lm.ref.name}** was not trained on the built-in text, so this section measures "
-                f"the shipped **{m.ref.name}** (pick another language model in the sidebar to "
+        st.info(f"**{lm.ref.label}** was not trained on the built-in text, so this section measures "
+                f"the shipped **{m.ref.label}** (pick another language model in the sidebar to "
                 "measure it instead).")
     length = sinks.text_setting(m.ckpt.task)[0]
     choices = sorted({max(1, length // 4), max(1, length // 2), length - 1})
     window = st.select_slider("window w (keys i − w … i)", choices, max(1, length // 2), key="sink_window",
                               help="The paper's caches are half their models' training length")
-    with st.spinner(f"Measuring {m.ref.name} on fresh text ({sinks.FACTOR} × {length} tokens)…"):
+    with st.spinner(f"Measuring {m.ref.label} on fresh text ({sinks.FACTOR} × {length} tokens)…"):
         try:
             r = report(m, window)
         except ValueError as e:
@@ -69,10 +69,10 @@ def section(lm) -> None:
             return
     s = r["settings"]
     show(sink_share_heatmap(r["shares"], tuple(s["first"]),
-                            title=f"{m.ref.name}: share of attention on the first tokens (live)"),
+                            title=f"{m.ref.label}: share of attention on the first tokens (live)"),
          key="sink_shares", data=r["shares"], filename="attention-sinks")
     show(streaming_curves(r["curves"], train_length=s["train_length"], window=s["window"],
-                          title=f"{m.ref.name}: loss per position on {s['tokens']} tokens (live)"),
+                          title=f"{m.ref.label}: loss per position on {s['tokens']} tokens (live)"),
          key="sink_curves", data=r["curves"], filename="streaming-loss")
     st.dataframe(r["segments"].drop(columns="condition").round(3), hide_index=True, key="sink_table")
     st.markdown(r["story"]["sentence"])

@@ -202,20 +202,19 @@ def _phase(n_layers: int) -> ZooSpec:
 # section 3.3 pre-trains with a dedicated sink token in every sample), one setting apart from lm.
 SINKS_TRIED = [
     "exploration runs (this loop, one torch thread, lm task block 64, 1200-1500 steps), largest "
-    "share of a head on position 0 (spread evenly: 0.044) and, on 512 tokens of fresh text with "
-    "a window of 32, the loss past the training length: window / window + 4 sinks / "
-    "recomputation / dense (nats):",
-    "4 layers x 4 heads, d64, weight decay 0.1: 0.06; 1.913 / 1.932 / - / 2.517 (windows of the "
-    "training text: no [BOS])",
-    "the same with [BOS] opening every window: 0.05; 1.911 / 1.912 / - / 2.474",
-    "2 layers, attention-only, [BOS]: 0.06; 1.882 / 1.899 / - / 2.876",
+    "share of a head on position 0 (spread evenly: 0.044) and, on 8 x 512 tokens of fresh text "
+    "with a window of 32, the mean loss past the training length (nats):",
+    "4 layers x 4 heads, d64, weight decay 0.1 (no [BOS]): 0.06; positions 256-511: window 1.913, "
+    "window + first 4 at text positions 1.932, dense 2.517",
+    "the same with [BOS] opening every window: 0.05; window 1.911, + first 4 1.912, dense 2.474",
+    "2 layers, attention-only, [BOS]: 0.06; window 1.882, + first 4 1.899, dense 2.876",
     "4 layers, no biases, RMSNorm, SwiGLU (Llama's choices), [BOS]: stopped unfinished (the "
     "machine's load)",
-    "half the text random-symbol lines with recurring segments (copying heads idle on the "
-    "grammar), [BOS]: 0.06; 1.900 / 1.899 / 1.900 / 2.293 (the copying itself was not learned: "
-    "loss 3.2)",
+    "half the text random-symbol lines with recurring segments (copying heads would idle on the "
+    "grammar), [BOS]: 0.06; positions 64-511: window 1.900, 4 sinks 1.899, recomputation 1.900, "
+    "dense 2.293 (the copying itself was not learned: loss 3.2)",
     "the grammar text with 40% of sentences repeating one of the last 2-6 (induction heads idle "
-    "on new sentences), [BOS]: 0.05; 1.888 / 1.888 / 1.888 / 2.358",
+    "on new sentences), [BOS]: 0.05; window 1.888, 4 sinks 1.888, recomputation 1.888, dense 2.358",
     "phase-2L (random symbols [BOS] r r, loss on every token): three of four heads put 0.10-0.26 "
     "on [BOS] (0.07 even), but on 8x-long streams of episodes the window stays at recomputation "
     "(3.62 vs 3.59 nats) and keeping [BOS] at cache positions costs +3.1 nats: there the first "
