@@ -68,14 +68,18 @@ def test_phase_heatmaps_share_one_scale_and_hold_the_records() -> None:
 
 def test_phase_timeline_puts_icl_and_every_head_on_one_step_axis() -> None:
     two, one = ph.phase_frames(records(2)), ph.phase_frames(records(1))
+    loss = pd.DataFrame({"step": [0, 50, 100], "train_loss": [3.0, 2.5, 1.0]})
     fig = phase_timeline({"2 layers": two["curves"], "1 layer": one["curves"]},
                          {"2 layers": two["heads"], "1 layer": one["heads"]}, formed=0.4,
-                         windows={"2 layers": (20, 90), "1 layer": None})
+                         windows={"2 layers": (20, 90), "1 layer": None}, train_loss={"2 layers": loss})
     names = [t.name for t in fig.data]
     assert names[0] == "2 layers: ICL score" and "1 layer: ICL score" in names
     icl = fig.data[0]
     np.testing.assert_allclose(icl.y, two["curves"]["icl"])
-    head = next(t for t in fig.data if t.name == "2 layers L0H0" and t.yaxis == "y2")
+    bump = next(t for t in fig.data if t.name == "2 layers: training loss")
+    assert list(bump.y) == [3.0, 2.5, 1.0] and bump.yaxis == "y2" and bump.xaxis == "x"  # row 1, its own axis
+    assert not any(t.name == "1 layer: training loss" for t in fig.data)
+    head = next(t for t in fig.data if t.name == "2 layers L0H0" and t.yaxis == "y3")
     np.testing.assert_allclose(head.y, [0.01 * s / 10 for s in range(0, 101, 10)])
     assert {t.xaxis for t in fig.data} == {"x", "x2", "x3"}  # three rows ...
     assert fig.layout.xaxis.matches == fig.layout.xaxis2.matches == "x3"  # ... one step axis

@@ -36,7 +36,13 @@ def records(path: str | None) -> dict | None:
     return _phase(path, os.stat(path).st_mtime)
 
 
-def _figures(runs: dict[str, dict], key: str, filename: str) -> list[dict]:
+def _losses(history) -> pd.DataFrame:
+    """step, train_loss of a run's history (the curve whose bump Olsson et al. point to)."""
+    rows = [(h["step"], h["train_loss"]) for h in history or [] if "train_loss" in h]
+    return pd.DataFrame(rows, columns=["step", "train_loss"])
+
+
+def _figures(runs: dict[str, dict], key: str, filename: str, histories: dict) -> list[dict]:
     frames = {name: ph.phase_frames(p) for name, p in runs.items()}
     stories = [ph.phase_story(p, name) for name, p in runs.items()]
     probe = next(iter(runs.values()))["probe"]
@@ -46,7 +52,8 @@ def _figures(runs: dict[str, dict], key: str, filename: str) -> list[dict]:
                         late=probe["late"]), key=f"{key}_heat", filename=f"{filename}-loss-by-index",
          data=heat)
     show(phase_timeline({n: f["curves"] for n, f in frames.items()}, {n: f["heads"] for n, f in frames.items()},
-                        formed=ph.FORMED, windows={s["label"]: s["icl_window"] for s in stories}),
+                        formed=ph.FORMED, windows={s["label"]: s["icl_window"] for s in stories},
+                        train_loss={n: _losses(h) for n, h in histories.items()}),
          key=f"{key}_timeline", filename=f"{filename}-timeline",
          data=pd.concat([f["heads"].merge(f["curves"][["step", "icl", "loss_early", "loss_late"]], on="step")
                          .assign(model=n) for n, f in frames.items()], ignore_index=True))
@@ -71,7 +78,7 @@ def replay_section(snap) -> None:
                f"the loss at every token index, the in-context-learning score (loss at token "
                f"{p['late']} minus token {p['early']}, Olsson et al. 2022's 500th minus 50th scaled "
                "to this length) and every head's induction and previous-token scores.")
-    _figures({snap.name: phase}, "train_phase", f"{snap.name}-phase")
+    _figures({snap.name: phase}, "train_phase", f"{snap.name}-phase", {snap.name: snap.history})
 
 
 def findings_section(models: dict) -> None:
@@ -89,7 +96,7 @@ def findings_section(models: dict) -> None:
     st.caption(f"Both runs recorded, at every logged step while training (card: measured when "
                f"the zoo was built), the loss at every token index of {p['sequences']} fresh "
                f"sequences [BOS] r r (r: {p['half']} random symbols) and every head's scores.")
-    stories = _figures(runs, "find_phase", "phase")
+    stories = _figures(runs, "find_phase", "phase", {label: m.ckpt.history for label, m in models.items()})
     st.caption(f"**The paper:** {ph.PAPER}")
     return stories
 

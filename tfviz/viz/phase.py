@@ -47,15 +47,19 @@ def phase_heatmaps(losses: Mapping[str, pd.DataFrame], *, early: int | None = No
 
 def phase_timeline(curves: Mapping[str, pd.DataFrame], heads: Mapping[str, pd.DataFrame], *,
                    formed: float | None = None, windows: Mapping[str, tuple[int, int] | None] | None = None,
+                   train_loss: Mapping[str, pd.DataFrame] | None = None,
                    title: str | None = None) -> go.Figure:
-    """Three rows on one step axis: the in-context-learning score of each model; every head's
-    induction score; every head's previous-token score. Models are told apart by line style
-    (first solid, second dashed), heads by colour. ``windows``: model -> (start, end) of its ICL
-    score's change, shaded; ``formed``: the induction cut-off, dotted."""
+    """Rows on one step axis: the in-context-learning score of each model (with its training
+    loss, ``train_loss``: model -> frame of step, train_loss, on a second axis: the "bump");
+    every head's induction score; every head's previous-token score. Models are told apart by
+    line style (first solid, second dashed), heads by colour. ``windows``: model -> (start, end)
+    of its ICL score's change, shaded; ``formed``: the induction cut-off, dotted."""
     if not curves:
         raise ValueError("phase_timeline needs at least one model")
     fig = make_subplots(3, 1, shared_xaxes=True, vertical_spacing=0.07,
-                        subplot_titles=["in-context-learning score (loss late − loss early)",
+                        specs=[[{"secondary_y": True}], [{}], [{}]],
+                        subplot_titles=["in-context-learning score (loss late − loss early)"
+                                        + (" and training loss" if train_loss else ""),
                                         "induction score of every head",
                                         "previous-token score of every head"])
     dashes = ["solid", "dash", "dot", "dashdot"]
@@ -65,6 +69,13 @@ def phase_timeline(curves: Mapping[str, pd.DataFrame], heads: Mapping[str, pd.Da
             x=c["step"], y=c["icl"], mode="lines", name=f"{name}: ICL score", legendgroup=name,
             line=dict(color="#111827" if m == 0 else "#6b7280", dash=dash, width=2.5),
             hovertemplate=f"{name}: step %{{x}} → ICL score %{{y:.4f}} nats<extra></extra>"), 1, 1)
+        h = (train_loss or {}).get(name)
+        if h is not None and len(h):
+            fig.add_trace(go.Scatter(
+                x=h["step"], y=h["train_loss"], mode="lines", name=f"{name}: training loss",
+                legendgroup=name, line=dict(color="#b45309", dash=dash, width=1.5),
+                hovertemplate=f"{name}: step %{{x}} → training loss %{{y:.4f}} nats<extra></extra>"),
+                1, 1, secondary_y=True)
         h = heads[name]
         for i, (head, g) in enumerate(h.groupby("name", sort=False)):
             colour = HEAD_COLOURS[i % len(HEAD_COLOURS)]
@@ -82,7 +93,10 @@ def phase_timeline(curves: Mapping[str, pd.DataFrame], heads: Mapping[str, pd.Da
     if formed is not None:
         fig.add_hline(y=formed, line=dict(dash="dot", color="#9ca3af"), row=2, col=1,
                       annotation_text=f"induction head: > {formed}", annotation_position="top left")
-    fig.update_yaxes(title=dict(text="nats"), row=1, col=1)
+    fig.update_yaxes(title=dict(text="ICL score (nats)"), row=1, col=1, secondary_y=False)
+    if train_loss:
+        fig.update_yaxes(title=dict(text="training loss"), row=1, col=1, secondary_y=True,
+                         showgrid=False)
     fig.update_yaxes(range=[0, 1.02], row=2, col=1)
     fig.update_yaxes(range=[0, 1.02], row=3, col=1)
     fig.update_xaxes(title=dict(text="training step"), row=3, col=1)
