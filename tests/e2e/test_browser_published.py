@@ -19,9 +19,9 @@ def test_phase_change_and_sinks_render_at_1024(page, open_page, timings) -> None
     visit(page, "Findings", shows="Where does 'its' look? (live)")
     phase_s = click_radio(page, "The phase change")
     chart_title(page, "Loss at every token index, over training")
-    chart_title(page, "The phase change: in-context learning and the heads, one time axis")
+    chart_title(page, "The phase change, on one time axis")
     expect(page.get_by_text("the two windows overlap").first).to_be_visible()
-    for title in ("Loss at every token index", "The phase change: in-context learning"):
+    for title in ("Loss at every token index", "The phase change, on one time axis"):
         plot = plots(page, title)
         plot.scroll_into_view_if_needed()
         assert not title_problems(plot), title_problems(plot)

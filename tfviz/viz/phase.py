@@ -58,10 +58,8 @@ def phase_timeline(curves: Mapping[str, pd.DataFrame], heads: Mapping[str, pd.Da
         raise ValueError("phase_timeline needs at least one model")
     fig = make_subplots(3, 1, shared_xaxes=True, vertical_spacing=0.07,
                         specs=[[{"secondary_y": True}], [{}], [{}]],
-                        subplot_titles=["in-context-learning score (loss late − loss early)"
-                                        + (" and training loss" if train_loss else ""),
-                                        "induction score of every head",
-                                        "previous-token score of every head"])
+                        subplot_titles=["ICL score" + (" and training loss" if train_loss else ""),
+                                        "induction score per head", "previous-token score per head"])
     dashes = ["solid", "dash", "dot", "dashdot"]
     for m, (name, c) in enumerate(curves.items()):
         dash = dashes[m % len(dashes)]
@@ -86,13 +84,18 @@ def phase_timeline(curves: Mapping[str, pd.DataFrame], heads: Mapping[str, pd.Da
                     hovertemplate=(f"{name} {head}: step %{{x}} → {score.replace('_', '-')} score "
                                    "%{y:.4f}<extra></extra>")), row, 1)
         w = (windows or {}).get(name)
-        if w:
-            fig.add_vrect(x0=w[0], x1=w[1], fillcolor="#f59e0b", opacity=0.12 if m == 0 else 0.07,
-                          line_width=0, annotation_text=f"{name}: ICL 10%→90%" if m == 0 else None,
-                          annotation_position="top left")
+        if w:  # shaded in every row; named once, inside the top row
+            for row in (1, 2, 3):
+                fig.add_vrect(x0=w[0], x1=w[1], fillcolor="#f59e0b", opacity=0.14 if m == 0 else 0.07,
+                              line_width=0, row=row, col=1)
+            if m == 0:
+                fig.add_annotation(x=w[1], y=0.98, xref="x", yref="y domain", xanchor="left",
+                                   yanchor="top", showarrow=False, font=dict(size=11),
+                                   text=f" {name}: ICL 10%→90%, steps {w[0]}-{w[1]}")
     if formed is not None:
         fig.add_hline(y=formed, line=dict(dash="dot", color="#9ca3af"), row=2, col=1,
-                      annotation_text=f"induction head: > {formed}", annotation_position="top left")
+                      annotation_text=f"induction head: > {formed}", annotation_position="bottom right",
+                      annotation_font_size=11)
     fig.update_yaxes(title=dict(text="ICL score (nats)"), row=1, col=1, secondary_y=False)
     if train_loss:
         fig.update_yaxes(title=dict(text="training loss"), row=1, col=1, secondary_y=True,
@@ -100,9 +103,9 @@ def phase_timeline(curves: Mapping[str, pd.DataFrame], heads: Mapping[str, pd.Da
     fig.update_yaxes(range=[0, 1.02], row=2, col=1)
     fig.update_yaxes(range=[0, 1.02], row=3, col=1)
     fig.update_xaxes(title=dict(text="training step"), row=3, col=1)
-    fig.update_layout(legend=dict(orientation="v", x=1.02, y=1, font=dict(size=11)))
-    return apply_theme(fig, title=title or "The phase change: in-context learning and the heads, one time axis",
-                       height=720, width=900)
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.1, yanchor="top", font=dict(size=11)),
+                      margin=dict(b=150))
+    return apply_theme(fig, title=title or "The phase change, on one time axis", height=820, width=900)
 
 
 __all__ = ["phase_heatmaps", "phase_timeline"]

@@ -66,11 +66,14 @@ def streaming_curves(curves: pd.DataFrame, *, train_length: int, window: int,
                                            f"last {smooth} positions %{{y:.3f}} nats "
                                            "(this position %{customdata:.3f})<extra></extra>")))
     fig.add_vline(x=window + 0.5, line=dict(dash="dot", color="#9ca3af"),
-                  annotation_text=f"first eviction (window {window})", annotation_position="top left")
+                  annotation=dict(text=f"first eviction (window {window})", font=dict(size=11)),
+                  annotation_position="top right")
     fig.add_vline(x=train_length - 0.5, line=dict(dash="dash", color="#6b7280"),
-                  annotation_text=f"training length {train_length}", annotation_position="top right")
-    fig.update_xaxes(title=dict(text="position in the text (it predicts the next token)"))
-    fig.update_yaxes(title=dict(text=f"next-token loss, nats (mean of {smooth} positions)"))
+                  annotation=dict(text=f"training length {train_length}", font=dict(size=11), yshift=-18),
+                  annotation_position="top right")
+    fig.update_xaxes(title=dict(text="position in the text (it predicts the next token)"),
+                     range=[0, float(curves["position"].max())])
+    fig.update_yaxes(title=dict(text=f"loss (nats), mean of {smooth}"))
     fig.update_layout(legend=dict(orientation="h", y=-0.3))
     return apply_theme(fig, title=title or "Loss per position far past the training length",
                        height=520, width=900)
