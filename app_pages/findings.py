@@ -12,14 +12,15 @@ from tfviz.viz import (compare_curves, cross_attention_alignment, extrapolation_
                        repeat_by_position)
 from tfviz.zoo import findings as zf
 from tfviz.zoo.measure import POS_TOKENS, pos_lengths
-from ui import cache, effects
+from ui import cache, effects, phase
 from ui.figures import show, side_by_side
 from ui.models import zoo_model
 from ui.widgets import metric_row, or_stop
 
 SECTIONS = {"The \"it\" heads": "coref", "Induction heads": "induction",  # -> the seed of the claim
             "Positional extrapolation": "positional", "Cross-attention": "translate",
-            "Compare: one setting apart": "norm", "All models": "cost"}
+            "Compare: one setting apart": "norm", "All models": "cost",
+            "The phase change": "phase"}  # issue 33: when induction heads form (Olsson et al.)
 
 
 st.title("Findings")
@@ -33,7 +34,7 @@ if not cards:
                "(about 15 minutes on a laptop CPU).")
     st.stop()
 section = st.radio("Finding", list(SECTIONS), horizontal=True, key="finding")
-first, induction, positional, cross, pairs, everything = SECTIONS
+first, induction, positional, cross, pairs, everything, phase_change = SECTIONS
 
 if section == first and (m := zoo_model("coref")):
     c1, c2 = st.columns(2)
@@ -114,6 +115,10 @@ elif section == pairs:
     st.markdown(zf.PAIRS_INTRO)
     st.dataframe(zf.compare_frame(cards), hide_index=True, key="find_compare")
     st.page_link("app_pages/compare.py", label="Compare models side by side", icon="📏")
+
+elif section == phase_change and (p2 := zoo_model(phase.ZOO["2 layers"])) \
+        and (p1 := zoo_model(phase.ZOO["1 layer"])):
+    phase.findings_section({"2 layers": p2, "1 layer": p1})
 
 elif section == everything:
     summary = zf.summary_frame(cards)

@@ -8,7 +8,7 @@ from tfviz.analysis.masks_demo import (KINDS, MaskChoice, all_masks, blocked_mas
                                        edit_token, effective_mask, logit_change, pad_layout,
                                        pad_token, replacement_choices)
 from tfviz.viz import head_heatmap, logit_change_bars, mask_grid, masks_side_by_side
-from ui import cache
+from ui import cache, sinks
 from ui.figures import show, side_by_side
 from ui.inputs import model_input
 from ui.picker import current_model
@@ -83,6 +83,8 @@ if w is not None:
 if base is not None:
     show(cache.figure(head_heatmap, base[layer, head], tokens,
                       title=f"The same head without the {kind} mask"), key="mask_unmasked")
+
+sinks.section(lm)  # StreamingLLM: the window over long text, with and without the first tokens
 
 st.subheader("No peeking: edit a later token")
 if len(x) < 2:

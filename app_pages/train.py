@@ -9,7 +9,7 @@ from tfviz.model.families import KIND_LABELS
 from tfviz.model.recurrent import ARCHS as RECURRENT_ARCHS
 from tfviz.tasks import TASKS
 from tfviz.train.presets import claim_for, kinds_for
-from ui import export, finetune, train_state as ts
+from ui import export, finetune, phase, train_state as ts
 from ui.figures import charts_later, show
 from ui.jobs import job_manager, my_jobs
 
@@ -141,3 +141,4 @@ with right:
 
 if not later and not snap.active:  # full width under both columns: readable at 1024 px
     ts.replay(job, snap.name)
+    phase.replay_section(snap)  # an induction run: the phase change it recorded

@@ -7,6 +7,8 @@ there are ~10 chunks), and each chunk goes, by a seeded shuffle, to one split
 chunk, never across chunks:
     tokens  = ids[s : s+block]        targets = ids[s+1 : s+block+1]     (s = 0, stride, 2*stride ..)
 Validation/test windows identical to an earlier split's window are dropped, so splits are disjoint.
+With ``bos=True`` every window opens with [BOS], as Llama's training sequences do (the attention-
+sink model, issue 33): tokens = [BOS] ids[s : s+block-1], targets = ids[s : s+block].
 With ``text=""`` the text is ``n_sentences`` sentences of ``grammar.corpus``.
 
 ``tokenizer="given"``: the text is read with a model's own tokenizer, handed over at construction
@@ -31,7 +33,7 @@ class LMTask(GeneratedTask):
     metric = "share of next tokens predicted correctly"
     defaults = dict(text="", tokenizer="word", vocab_size=None, lowercase=False, block=32,
                     stride=None, chunk=512, val_frac=0.1, test_frac=0.1, n_sentences=20000,
-                    n_train=None, n_val=None, n_test=None)
+                    n_train=None, n_val=None, n_test=None, bos=False)
     limits = dict(vocab_size=(2, 100_000), block=(1, 4096), stride=(1, 4096), chunk=(2, 10**6),
                   val_frac=(0.0, 0.5), test_frac=(0.0, 0.5), n_sentences=(1, 100_000))
     choices = dict(tokenizer=(*KINDS, GIVEN))
@@ -72,6 +74,9 @@ class LMTask(GeneratedTask):
         if len(ids) < 3 * (block + 1):
             raise ValueError(f"text too short: {len(ids)} tokens, need at least {3 * (block + 1)} "
                              f"for three splits of one window of block={block}")
+        bos = tok.bos_id if p["bos"] else None
+        if p["bos"] and bos is None:
+            raise ValueError("task 'lm': bos=True needs a tokenizer with a [BOS] token")
         if len(ids) // stride > 10 * MAX_EXAMPLES:  # windows to look at, before any cap
             raise ValueError(f"the text has {len(ids):,} tokens: {len(ids) // stride:,} windows with "
                              f"stride={stride}; at most {10 * MAX_EXAMPLES:,}: use a larger stride")
@@ -96,8 +101,10 @@ class LMTask(GeneratedTask):
                     if window in seen:
                         continue
                     seen.add(window)
-                    out.append(Example(list(window[:-1]), list(window[1:]),
-                                       text=tok.decode(window[:-1]),
+                    tokens, targets = list(window[:-1]), list(window[1:])
+                    if bos is not None:  # [BOS] w0 .. w_{b-2} -> w0 .. w_{b-1}
+                        tokens, targets = [bos] + tokens[:-1], tokens
+                    out.append(Example(tokens, targets, text=tok.decode(tokens),
                                        meta={"chunk": c, "start": c * size + s}))
                     if caps[split] is None and len(out) > min(MAX_EXAMPLES, MAX_TOKENS // block):
                         raise ValueError(f"the text gives more than {len(out) - 1:,} {split} windows "

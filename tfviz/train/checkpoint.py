@@ -3,7 +3,8 @@ format is ``tfviz.storage``: tensors + JSON metadata, never a pickle) and ``NAME
 of the metadata for humans.
 
 Metadata (JSON strings): format, format_version, model_config, train_config, task (spec),
-tokenizer, history, extra, train_state, snapshots, created, tfviz_version.
+tokenizer, history, extra, train_state, snapshots, phase (an induction run's phase-change records,
+``tfviz.analysis.phase``), created, tfviz_version.
 Tensors: the model's ``state_dict`` (a tied ``unembed.weight`` is stored once, as ``embed.weight``,
 and re-tied on load); a resumable checkpoint adds AdamW moments ``optim.<param>.<slot>`` and RNG
 states ``rng.<name>`` (uint8) — their scalars (step counts) live in the ``train_state`` JSON;
@@ -32,6 +33,7 @@ from typing import Any
 import torch
 
 from .. import limits, storage
+from ..analysis import phase as phase_io
 from ..model import ModelConfig
 from ..model.families import build_model, config_from_dict, family_of, min_parameters, tensor_shapes
 from ..storage import ST_NAME, CheckpointError, checkpoint_path, fail
@@ -46,7 +48,8 @@ FORMAT = "tfviz-checkpoint"
 FORMAT_VERSION = 1
 TIED_KEY = "unembed.weight"
 RAW_KEYS = ("format", "format_version", "created", "tfviz_version", "tokenizer")  # plain strings
-JSON_KEYS = ("model_config", "train_config", "task", "history", "extra", "train_state", "snapshots")
+JSON_KEYS = ("model_config", "train_config", "task", "history", "extra", "train_state", "snapshots",
+             "phase")
 MAX_HISTORY = 2000  # entries kept (saved, loaded, streamed by jobs): a loss curve needs no more
 KB = 2**10
 
@@ -72,7 +75,17 @@ def field_limits(config, n_tensors: int = storage.MAX_TENSORS) -> dict[str, tupl
             "history": (4 * MAX_HISTORY * KB, 4 * MAX_HISTORY + 1),  # compacted to MAX_HISTORY
             "extra": (1024 * KB, 20_000),
             "train_state": (64 * KB + 256 * n_tensors, 16 + 2 * n_tensors),
-            "snapshots": (64 * KB + 32 * (200 * config.max_len + 300 * L), 32 * 8 + 8)}
+            "snapshots": (64 * KB + 32 * (200 * config.max_len + 300 * L), 32 * 8 + 8),
+            "phase": _phase_limits(config)}
+
+
+def _phase_limits(config) -> tuple[int, int]:
+    """An induction run's phase records (``tfviz.analysis.phase``): per record a loss per probe
+    position and two scores per head, each a number of at most ~24 characters."""
+    heads = config.n_layers * getattr(config, "n_heads", 1)
+    n = 2 * phase_io.MAX_RECORDS
+    return (8 * KB + n * (200 + 24 * (phase_io.PROBE_MAX_TOKENS + 2 * heads)),
+            8 + n * (4 + 2 * config.n_layers))
 
 
 @dataclass
@@ -96,6 +109,11 @@ class Checkpoint:
     meta: dict[str, Any]
     train_state: TrainState | None = None
     snapshots: list[snapshots_io.AttentionSnapshot] = field(default_factory=list)  # oldest first
+
+    @property
+    def phase(self) -> dict | None:
+        """An induction run's phase-change records (``tfviz.analysis.phase``; None for others)."""
+        return self.meta.get("phase")
 
     @property
     def step(self) -> int:
@@ -162,12 +180,14 @@ def model_tensors(model) -> dict[str, torch.Tensor]:
 def save_checkpoint(path, model, *, tokenizer=None, task=None, train_config=None,
                     history: list[dict] | None = None, extra: dict | None = None,
                     train_state: TrainState | None = None, snapshots: list | None = None,
-                    sidecar: bool = True) -> Path:
+                    phase: dict | None = None, sidecar: bool = True) -> Path:
     """Write ``path`` (``.safetensors`` appended if missing) atomically; returns the final path.
 
     ``task``: a Task (its spec and tokenizer are saved) or a spec dict. ``train_state`` makes the
     checkpoint resumable. ``extra``: any JSON-able dict (e.g. final metrics). ``snapshots``: attention
     snapshots taken while training (thinned to at most 32 / 8 MB, so the app can replay them).
+    ``phase``: an induction run's phase-change records (``tfviz.analysis.phase``, thinned to
+    ``MAX_RECORDS``).
     """
     path = checkpoint_path(path)
     family_of(model)  # a Transformer or a recurrent model (ValueError for anything else)
@@ -186,6 +206,8 @@ def save_checkpoint(path, model, *, tokenizer=None, task=None, train_config=None
     if snapshots:
         snap_tensors, meta["snapshots"] = snapshots_io.to_tensors(snapshots_io.thin(snapshots))
         tensors.update(snap_tensors)
+    if phase:
+        meta["phase"] = phase_io.thin(phase)
     str_meta = {k: str(v) if k in RAW_KEYS else json.dumps(v) for k, v in meta.items()}
     if tokenizer is not None:
         str_meta["tokenizer"] = tokenizer.to_json()
@@ -193,6 +215,8 @@ def save_checkpoint(path, model, *, tokenizer=None, task=None, train_config=None
     if sidecar:
         human = {**meta, "tokenizer": None if tokenizer is None else repr(tokenizer),
                  "snapshots": [{"step": x["step"]} for x in meta.get("snapshots", [])],
+                 **({"phase": {"probe": meta["phase"]["probe"], "records": len(meta["phase"]["records"])}}
+                    if meta.get("phase") else {}),
                  "tensors": {k: [ST_NAME[v.dtype], list(v.shape)] for k, v in tensors.items()}}
         storage.atomic_write(path.with_suffix(".json"), json.dumps(human, indent=1).encode())
     return path
@@ -315,6 +339,8 @@ def _parse_meta(meta: dict[str, str], path, header: dict | None = None) -> dict[
         objs["want"] = _expected(objs["config"], state)
         if parsed.get("snapshots") is not None:
             objs["want"].update(snapshots_io.expected_tensors(parsed["snapshots"], objs["config"].n_heads))
+        if parsed.get("phase") is not None:
+            phase_io.check_phase(parsed["phase"], config.n_layers, getattr(config, "n_heads", 1))
     except CheckpointError:
         raise
     except (TypeError, ValueError) as e:

@@ -30,6 +30,7 @@ from .. import device as devices
 from . import distributed
 from .budget import is_out_of_memory as _is_oom
 from .config import TrainConfig
+from ..analysis import phase as phase_io
 from ..analysis.gradients import group_grad_norms
 from .optim import load_optimizer_state, lr_at, make_optimizer, optimizer_state
 from .snapshot import AttentionSnapshot, Prober
@@ -62,6 +63,7 @@ class TrainResult:
     checkpoint: Path | None = None
     elapsed: float = 0.0
     device: str = "cpu"
+    phase: dict | None = None  # an induction run's phase-change records (tfviz.analysis.phase)
 
     @property
     def ok(self) -> bool:
@@ -132,6 +134,13 @@ class _Run:
         # attention snapshots of the probe (none for a model without attention: a plain RNN)
         self.prober = Prober(task, self.device) if d.main and Prober.applies(model) else None
         self.snapshots: list[AttentionSnapshot] = list(getattr(resume, "snapshots", None) or [])
+        # an induction run: loss per token index and head scores on fresh repeats, every logged step
+        self.phase_probe = (phase_io.PhaseProbe.for_task(task, model.config)
+                            if d.main and phase_io.applies(task, model) else None)
+        resumed = getattr(resume, "phase", None)
+        self.phase = None if self.phase_probe is None else (
+            {**resumed, "records": list(resumed["records"])} if resumed
+            else phase_io.new_phase(self.phase_probe))
         self.saved: tuple[Path, int] | None = None
         self.window = self._new_window()
         self.width = 0
@@ -229,6 +238,7 @@ class _Run:
                 m.update({f"val_{k}": float(v) for k, v in self.evaluate("validation", cfg.eval_examples).items()})
             m.update(self.gpu_metrics(w[4] / max(now - w[3], 1e-9)))
             self.history.append(m)
+            self.measure_phase()
             if len(self.history) > 2 * MAX_HISTORY:  # a long run keeps a thinned curve
                 self.history = compact_history(self.history)
             stop = self.emit(Event("metrics", step, metrics=m))
@@ -291,6 +301,10 @@ class _Run:
         self.model.train()
         return out
 
+    def measure_phase(self) -> None:
+        if self.phase_probe is not None:
+            phase_io.add_record(self.phase, self.phase_probe.measure(self.model, self.step))
+
     def snapshot(self) -> bool:
         if self.prober is None or (self.snapshots and self.snapshots[-1].step == self.step):
             return False  # e.g. resuming right where the last snapshot was taken
@@ -303,7 +317,7 @@ class _Run:
         path = save_checkpoint(self.checkpoint, self.model, task=self.task, train_config=self.cfg,
                                history=self.history, train_state=_train_state(self.model, self.opt, self.gen, self.step),
                                extra={"status": status, **({"final": final} if final else {})},
-                               snapshots=self.snapshots)
+                               snapshots=self.snapshots, phase=self.phase)
         self.saved = (path, self.step)
         self.emit(Event("checkpoint", self.step, path=path))
         return path
@@ -336,6 +350,8 @@ def train(model, task, config: TrainConfig | None = None,
     status, message = "done", ""
     last_save = time.monotonic()
     try:
+        if run.step == 0:
+            run.measure_phase()  # the phase change's first column: the untrained model
         want_stop = run.agreed(run.d.main and run.snapshot())
         while run.step < cfg.steps and not want_stop:
             want_stop = run.log(*run.train_step())
@@ -382,4 +398,5 @@ def train(model, task, config: TrainConfig | None = None,
                        f"test accuracy {final.get('test_accuracy', float('nan')):.3f}")
     model.eval()
     return TrainResult(status, message, run.step, run.history, run.snapshots, final,
-                       run.saved[0] if run.saved else None, time.perf_counter() - run.t_start, str(run.device))
+                       run.saved[0] if run.saved else None, time.perf_counter() - run.t_start, str(run.device),
+                       phase_io.thin(run.phase))

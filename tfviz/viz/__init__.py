@@ -19,6 +19,10 @@ They never import torch or streamlit and never see a model: callers pass the rec
     compare        models side by side: loss / accuracy per position, head-role differences
     scores         per-head scores and paired measured numbers as bars
     induction      loss / accuracy on repeated tokens, position by position (2 layers vs 1)
+    phase          the induction phase change over training: loss[token index x step], the
+                   in-context-learning score and every head's scores on one time axis
+    sinks          attention sinks: each head's share on the first tokens; loss per position
+                   under dense / window / window + first tokens / recomputation (StreamingLLM)
     effects        does a head matter: switching heads off, pattern vs effect, patching per
                    position, logit lens, direct logit attribution, QK / OV circuits
     circuits       effects with their intervals, attribution vs real patching, path patching and
@@ -47,10 +51,12 @@ from .layers import across_layers_grid, inputs_bar
 from .lines import line_view
 from .masks import logit_change_bars, mask_frame, mask_grid, masks_side_by_side
 from .order import bag_of_words_bars, order_bars, order_positions
+from .phase import phase_heatmaps, phase_timeline
 from .positional import (default_dims, extrapolation_curves, pe_matrix, pe_waves,
                          position_similarity, similarity_by_distance, similarity_vs_distance)
 from .rope import rope_frequencies, rope_pair_scores, rope_relative_scores, rope_rotation_animation
 from .scores import head_score_bars, paired_bars
+from .sinks import sink_share_heatmap, streaming_curves
 from .step_through import step_through_figure, step_through_output, step_through_table
 from .theme import ATTENTION_SCALE, DIVERGING_SCALE, HEAD_COLOURS, MAGNITUDE_SCALE, TEMPLATE, apply_theme
 from .tokens import nearest_neighbours_frame, similarity_heatmap, token_spans_html
@@ -72,12 +78,14 @@ __all__ = [
     "mask_frame", "mask_grid",
     "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "one_hot_vs_learned",
     "order_bars", "order_positions", "paired_bars", "pattern_frame", "pattern_vs_effect",
-    "pe_matrix", "pe_waves", "position_curves", "position_effect_heatmap", "position_similarity",
+    "pe_matrix", "pe_waves", "phase_heatmaps", "phase_timeline", "position_curves",
+    "position_effect_heatmap", "position_similarity",
     "pronoun_probe",
     "pronoun_probe_frame",
     "repeat_by_position",
     "rope_frequencies", "rope_pair_scores", "rope_relative_scores", "rope_rotation_animation",
-    "similarity_by_distance", "similarity_heatmap", "similarity_vs_distance", "snapshot_player",
+    "similarity_by_distance", "similarity_heatmap", "similarity_vs_distance", "sink_share_heatmap",
+    "snapshot_player",
     "speed_figure", "step_through_figure", "step_through_output", "step_through_table", "t5_bias",
-    "t5_buckets", "time_figure", "token_spans_html",
+    "streaming_curves", "t5_buckets", "time_figure", "token_spans_html",
 ]

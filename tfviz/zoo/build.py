@@ -50,7 +50,8 @@ def build_one(spec: ZooSpec, out: Path, steps: int | None = None,
     path = out / f"{spec.name}.safetensors"
     extra = {"zoo": spec.name, **({"family": spec.family} if spec.family else {}), **spec.extra,
              "final": result.final}
-    kwargs = dict(task=task, train_config=tcfg, history=result.history, snapshots=result.snapshots)
+    kwargs = dict(task=task, train_config=tcfg, history=result.history, snapshots=result.snapshots,
+                  phase=result.phase)  # an induction run's phase-change records
     save_checkpoint(path, model, extra=extra, **kwargs)
     t1 = time.perf_counter()
     measured = measure(load_checkpoint(path), spec.kind)  # what a user loading the file gets

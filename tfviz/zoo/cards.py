@@ -10,6 +10,7 @@ from pathlib import Path
 from ..paths import zoo_dir
 from ..storage import CheckpointError
 from ..train.checkpoint import read_metadata
+from .published import phase_headline, sinks_headline
 from .specs import SPECS
 
 POSITIONS = {"query": "final repeated pronoun", "pronoun": "in-sentence pronoun"}
@@ -81,6 +82,10 @@ def headline(card: dict) -> str:
     if kind == "lm":
         return (f"val loss {_f(m['val_loss'])} (ppl {_f(m['val_ppl'], 2)}), "
                 f"KV cache {m['kv_bytes_per_token']:.0f} B/token")
+    if kind == "sinks":
+        return sinks_headline(card)
+    if kind == "phase":
+        return phase_headline(card)
     return ""
 
 
@@ -141,6 +146,16 @@ def card_markdown(card: dict) -> str:
                          f"L{r['application']['layer']}H{r['application']['head']} -> application "
                          f"{_f(r['application']['weight'], 3)} ({'holds' if r['holds'] else 'does not hold'})")
         lines += ["", f"_{f['note']}_", ""]
+    if card["kind"] in ("sinks", "phase"):  # issue 33: the sentence, then the paper's numbers
+        f = card["finding"]
+        lines += [f["story"]["sentence"], ""]
+        if card["kind"] == "sinks":
+            lines += ["| condition | " + " | ".join(k for k in f["segments"][0] if k not in ("condition", "label"))
+                      + " |", "|---|---|---|---|"]
+            lines += [f"| {r['label']} | " + " | ".join(_f(v) for k, v in r.items() if k not in ("condition", "label"))
+                      + " |" for r in f["segments"]]
+            lines.append("")
+        lines += [f"The paper: {f['paper']}", ""]
     if card.get("tried"):
         lines += ["Configurations tried (exploration runs, not shipped):"] + \
             [f"- {x}" for x in card["tried"]] + [""]

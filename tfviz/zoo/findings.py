@@ -54,6 +54,10 @@ SEEDS = {
             "residual addition (post-norm, the original Transformer) training needs a learning-rate "
             "warmup and is unstable without one; with the norm before each sublayer (pre-norm) the "
             "gradients are well-behaved and warmup can be dropped.",
+    "phase": "Olsson et al. 2022, 'In-context learning and induction heads', Argument 1: "
+             "in-context learning (loss at token 500 minus token 50) appears abruptly in a narrow "
+             "window early in training, the window in which induction heads form; one-layer "
+             "models show neither.",
     "cost": "Self-attention costs O(n^2) in sequence length; a sliding window makes it O(n·w). "
             "GQA/MQA (Ainslie et al. 2023; Shazeer 2019) shrink the KV cache by sharing "
             "key/value heads.",

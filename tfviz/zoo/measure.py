@@ -44,6 +44,7 @@ from ..model.hooks import layer_template
 from ..recording import record
 from ..tasks.base import IGNORE, collate
 from ..tasks.translate import ADJECTIVES, NOUNS
+from .published import MEASURES as PUBLISHED
 
 PATTERN = layer_template("attn.hook_pattern")
 CROSS = layer_template("cross_attn.hook_pattern", "decoder")
@@ -416,7 +417,8 @@ def _norm(ckpt, task) -> dict:
 
 
 MEASURES = {"coref": _coref, "induction": _induction, "positional": _positional,
-            "translate": _translate, "mlm": _mlm, "lm": _lm, "norm": _norm}
+            "translate": _translate, "mlm": _mlm, "lm": _lm, "norm": _norm,
+            **PUBLISHED}  # sinks, phase (issue 33: tfviz.zoo.published)
 
 
 def kind_of(ckpt) -> str:
