@@ -75,7 +75,7 @@ def test_sidebar_export_saves_a_folder_listed_at_once_with_its_task(tiny_zoo, mo
 def test_sidebar_says_why_a_model_does_not_export(tiny_zoo, models_dir):
     at = open_page("attention", tiny_zoo["tiny-coref"])  # RoPE + LayerNorm + GELU: no family
     panel = _panel(at.sidebar)
-    said = " ".join(i.value for i in panel.info)
+    said = " ".join(c.value for c in panel.caption)
     assert "Not exportable: this model cannot be written as GPT-2: pos='rope'" in said
     assert "Llama-family: normalization='layernorm'" in said
     assert "Architecture shape" in " ".join(c.value for c in panel.caption)

@@ -85,7 +85,7 @@ def panel(lm, key: str, name: str | None = None, where=None, expanded: bool = Fa
         try:
             adapter = family_for(lm.config)
         except ValueError as e:
-            st.info(f"Not exportable: {e}.")
+            st.caption(f"Not exportable: {e}.")  # a note, not an alert: most models are not
             if getattr(lm.config, "arch", None) in ("decoder", "encoder"):
                 st.caption("On the **Train** page, choose an *Architecture shape* (GPT-2-shaped, "
                            "Llama-shaped or BERT-shaped) to train a model that exports.")

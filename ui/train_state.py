@@ -54,25 +54,27 @@ def preset_task(pre):
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _preparing(spec_json: str) -> threading.Thread:
-    from tfviz.tasks import cached_task
-
-    task = cached_task(json.loads(spec_json))  # the very task preset_task returns
-    thread = threading.Thread(target=task.examples, args=("train",), daemon=True,
-                              name=f"tfviz-prepare-{task.name}")
+def _preparing(spec_json: str, task_id: int, _task) -> threading.Thread:
+    # keyed by the task object too: a task evicted from tasks.cached_task's bounded cache is a new
+    # object, and a thread that built the old one must not stand for it
+    thread = threading.Thread(target=_task.examples, args=("train",), daemon=True,
+                              name=f"tfviz-prepare-{_task.name}")
     thread.start()
     return thread
 
 
 def prepare(pre) -> threading.Thread:
-    """Generate the preset task's examples in a background thread (once per server) while the
-    student reads the form, so that Start goes straight to the first step: building the coref
-    task took 8.5 s at load average 12, all of it before the first loss point. A Start pressed
-    sooner waits for the same build (tasks build once, under a lock). The run store's idle
-    workers are asked to build it too (they train it, in their own processes)."""
+    """Generate the preset task's examples in a background thread (once per server and task
+    object) while the student reads the form, so that Start goes straight to the first step:
+    building the coref task took 8.5 s at load average 12, all of it before the first loss point.
+    A Start pressed sooner waits for the same build (tasks build once, under a lock). The run
+    store's idle workers are asked to build it too (they train it, in their own processes)."""
+    from tfviz.tasks import cached_task
+
     spec = {"name": pre.task, **pre.task_params}
     job_manager().prepare(spec)
-    return _preparing(json.dumps(spec, sort_keys=True))
+    task = cached_task(spec)  # the very task preset_task returns
+    return _preparing(json.dumps(spec, sort_keys=True), id(task), task)
 
 
 FORM_KEYS = ("task", "kind", "preset", "arch", "pos", "d_model", "n_layers", "n_heads", "attn_kind",

@@ -20,7 +20,7 @@ def test_tokens_page(page, open_page, timings) -> None:
     page.screenshot(path=str(SCREENSHOTS / "tokens_top.png"))
 
     edits = []
-    box = page.get_by_label("Text to tokenize")
+    box = page.get_by_role("textbox", name="Text to tokenize")
     for text in TEXTS:
         box.fill(text)
         t0 = time.perf_counter()
