@@ -43,4 +43,4 @@ def client_id() -> str:
         cookie = st.context.cookies.get(CLIENT_COOKIE, "")
     except Exception:  # noqa: BLE001 - no request behind this run (AppTest, a bare script run)
         cookie = ""
-    return cookie if CLIENT.fullmatch(cookie or "") else session_id()
+    return cookie if isinstance(cookie, str) and CLIENT.fullmatch(cookie) else session_id()

@@ -58,6 +58,7 @@ class LocalProcessExecutor:
         self._lock = threading.Lock()
         self._warm_until = 0.0  # keep the warm worker until then (pages were used lately)
         self._next_spawn, self._crash_wait = 0.0, 0.0
+        self._closed = False  # shut down: no worker is started again
 
     def _spawn(self) -> subprocess.Popen:
         env = dict(os.environ if self.env is None else self.env)
@@ -111,7 +112,8 @@ class LocalProcessExecutor:
         """At least ``n`` (at most ``workers``) of this executor's worker processes alive."""
         with self._lock:
             self._reap()
-            while len(self._procs) < min(n, self.workers) and time.monotonic() >= self._next_spawn:
+            while (not self._closed and len(self._procs) < min(n, self.workers)
+                   and time.monotonic() >= self._next_spawn):
                 self._procs.append(self._spawn())
 
     def start(self, run_id: str = "") -> None:
@@ -141,7 +143,7 @@ class LocalProcessExecutor:
             self._reap()
             idle = [p for p in self._procs if p.pid not in busy]
             room = self.workers + self.warm - (len(self._procs) - len(idle))  # at most slots + spare
-            while len(idle) < min(want, room) and time.monotonic() >= self._next_spawn:
+            while not self._closed and len(idle) < min(want, room) and time.monotonic() >= self._next_spawn:
                 p = self._spawn()
                 self._procs.append(p)
                 idle.append(p)
@@ -167,7 +169,7 @@ class LocalProcessExecutor:
     def shutdown(self, timeout: float = 30.0) -> None:
         """SIGTERM every worker (a running run is checkpointed and queued again), then wait."""
         with self._lock:
-            procs, self._procs = self._procs, []
+            procs, self._procs, self._closed = self._procs, [], True
         for p in procs:
             if p.poll() is None:
                 p.terminate()

@@ -57,7 +57,7 @@ STATES = ("queued", "running", "done", "stopped", "failed")
 ACTIVE = ("queued", "running")
 MB = 2**20
 BUSY_S = 5.0  # how long a transaction waits for another's lock (a heartbeat: at most a third of the lease)
-FRONT_WAIT_S = 60.0  # the teacher's "Start next": a running run is paused if no slot frees within this
+HEAL_WAIT_S = 0.2  # a read's own write (a dead worker's run back to the queue) waits at most this
 ATTEMPTS_DIR = ".attempts"  # beside a run's checkpoint: one file per attempt until finish publishes it
 
 SCHEMA = """
@@ -368,11 +368,12 @@ class SqliteRunStore:
 
     def __init__(self, path: str | os.PathLike, lease_s: float | None = None, *,
                  busy_s: float | None = None, rebuild_from: Any = "auto",
-                 front_wait_s: float = FRONT_WAIT_S, connect: bool = True):
+                 front_wait_s: float | None = None, connect: bool = True):
         self.path = Path(path)
         self.lease_s = lease_s if lease_s is not None else limits.run_lease_seconds()
         self.busy_s = BUSY_S if busy_s is None else float(busy_s)
-        self.front_wait_s = front_wait_s
+        # the teacher's "Start next": the longest-running run is paused if no slot frees within this
+        self.front_wait_s = limits.start_next_wait_seconds() if front_wait_s is None else front_wait_s
         self._rebuild_from = rebuild_from
         self._local = threading.local()
         self._stalled = 0.0  # the last time this process found the store locked past busy_s
@@ -558,13 +559,14 @@ class SqliteRunStore:
         self._local.db = None
 
     @contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _guard(self, mark_stall: bool = True) -> Iterator[None]:
         """SQLite's errors as ``StoreUnavailable`` (a sentence); a connection that met a damaged
-        file or missing tables is dropped, so the next call opens the file again."""
+        file or missing tables is dropped, so the next call opens the file again. A lock that
+        outlasted ``busy_s`` is remembered (``mark_stall``): no lease counts that time."""
         try:
             yield
         except sqlite3.Error as e:
-            if _locked(e):
+            if _locked(e) and mark_stall:
                 self._stalled = _now()
             if _damaged(e):
                 self._local.damaged = f"damaged: {e}"
@@ -573,12 +575,23 @@ class SqliteRunStore:
             raise store_message(e, self.busy_s) from e
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, wait: float | None = None) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction: the write lock is taken at once, so what is read
-        inside cannot change before it commits."""
-        with self._guard():
+        inside cannot change before it commits. ``wait``: at most this long for the lock (an
+        opportunistic write of a read), instead of ``busy_s``. A long wait for the lock is
+        remembered (the store was locked until now: no lease counts that time)."""
+        with self._guard(mark_stall=wait is None):
             db = self._db()
-            db.execute("BEGIN IMMEDIATE")
+            if wait is not None:
+                db.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+            t0 = time.monotonic()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            finally:
+                if wait is not None:
+                    db.execute(f"PRAGMA busy_timeout={int(self.busy_s * 1000)}")
+            if time.monotonic() - t0 > max(1.0, self.busy_s / 2):
+                self._stalled = _now()
             try:
                 if self._stalled > self._stalled_saved:  # tell every process: leases wait for it
                     db.execute("INSERT OR REPLACE INTO settings VALUES ('stalled', ?)",
@@ -665,7 +678,7 @@ class SqliteRunStore:
         if any((r["key"].startswith("file:") and self._dead_key(r["key"]))
                or (r["run_id"] is not None and r["state"] not in ACTIVE) for r in rows):
             try:
-                with self._tx() as db:
+                with self._tx(wait=HEAL_WAIT_S) as db:
                     self._drop_dead(db)
             except StoreUnavailable:
                 pass  # the read still answers; dropped next time
@@ -758,7 +771,8 @@ class SqliteRunStore:
         rows = db.execute("SELECT worker, lease FROM runs WHERE state = 'running'").fetchall()
         if any(_expired(r["lease"], now, stalled, self.lease_s) or _gone(r["worker"]) for r in rows):
             try:
-                self.requeue_dead()
+                with self._tx(wait=HEAL_WAIT_S) as db:
+                    self._requeue_dead(db)
             except StoreUnavailable:
                 pass  # the read still answers; the run goes back to the queue at the next write
 
@@ -992,8 +1006,8 @@ class SqliteRunStore:
                     if isinstance(fields.get(k), str):
                         fields[k] = fields[k].replace(str(src), str(dst))
             self._set(db, run_id, fields)
-            db.execute("UPDATE runs SET state = ?, finished = ?, worker = NULL, lease = NULL WHERE id = ?",
-                       (state, _now(), run_id))
+            db.execute("UPDATE runs SET state = ?, finished = ?, worker = NULL, lease = NULL, resume_from = NULL "
+                       "WHERE id = ?", (state, _now(), run_id))
             db.execute("DELETE FROM ledger WHERE run_id = ?", (run_id,))
             return True
 
@@ -1011,13 +1025,17 @@ class SqliteRunStore:
         """A queued run is stopped at once; a running one is asked to (its worker stops after the
         current step and saves). False when it had already ended."""
         with self._tx() as db:
-            row = db.execute("SELECT state, step FROM runs WHERE id = ?", (run_id,)).fetchone()
+            row = db.execute("SELECT state, step, checkpoint, spec FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise KeyError(f"no job with id {run_id!r}")
             if row["state"] == "queued":
                 msg = "stopped before it started" if not row["step"] else f"stopped at step {row['step']}"
-                db.execute("UPDATE runs SET state = 'stopped', finished = ?, message = ? WHERE id = ?",
-                           (_now(), msg, run_id))
+                checkpoint = row["checkpoint"]
+                final = json.loads(row["spec"]).get("checkpoint")
+                if checkpoint and final and Path(checkpoint).parent.name == ATTEMPTS_DIR:
+                    checkpoint = self._publish(Path(checkpoint), Path(final)) or checkpoint  # a paused run's
+                db.execute("UPDATE runs SET state = 'stopped', finished = ?, message = ?, checkpoint = ?, "
+                           "resume_from = NULL WHERE id = ?", (_now(), msg, checkpoint, run_id))
                 db.execute("DELETE FROM ledger WHERE run_id = ?", (run_id,))
                 return True
             if row["state"] == "running":

@@ -155,7 +155,8 @@ def _drop_attempt(store, run_id: str, mine: Path) -> None:
         rec = store.get(run_id)
     except Exception:  # noqa: BLE001
         return
-    if str(mine) not in (rec.get("checkpoint"), rec.get("resume_from")):
+    if rec.get("state") not in ("queued", "running") or str(mine) not in (rec.get("checkpoint"),
+                                                                          rec.get("resume_from")):
         mine.unlink(missing_ok=True)
         mine.with_suffix(".json").unlink(missing_ok=True)
 
@@ -386,6 +387,7 @@ def serve(db: str | os.PathLike, *, open_folder=None, idle_s: float | None = Non
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     warm_up()
+    log(worker, "ready: waiting for runs")
     backoff = Backoff(worker)
     last, n, prepared = time.monotonic(), 0, []
     while not stopping.is_set():
@@ -410,6 +412,7 @@ def serve(db: str | os.PathLike, *, open_folder=None, idle_s: float | None = Non
                 break
             continue
         if time.monotonic() - last > idle_s or (parent is not None and os.getppid() != parent):
+            log(worker, "idle: exiting" if time.monotonic() - last > idle_s else "its server is gone: exiting")
             break
         if not backoff.delay:
             _prepare(store, prepared)
