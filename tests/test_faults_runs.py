@@ -386,7 +386,7 @@ def _two_finished_runs(tmp_path, monkeypatch) -> tuple[Path, SqliteRunStore, lis
 @pytest.mark.parametrize("fault", ["deleted", "emptied", "garbage"])
 def test_a_lost_store_is_made_anew_and_lists_the_finished_runs_again(tmp_path, monkeypatch, fault):
     """Defect 7: runs.sqlite deleted (its -wal/-shm left behind), truncated to 0 bytes, or
-    overwritten: the next read, in this process and in a new one, lists every finished run again
+    overwritten with garbage: the next read, in this process and in a new one, lists every finished run again
     from its checkpoint (owner, name, state, steps, curve), at once; a damaged file is kept aside;
     the teacher's notice says what happened."""
     folder, store, ids = _two_finished_runs(tmp_path, monkeypatch)
@@ -395,7 +395,8 @@ def test_a_lost_store_is_made_anew_and_lists_the_finished_runs_again(tmp_path, m
         store.path.unlink()
     elif fault == "emptied":
         store.path.write_bytes(b"")
-    else:
+    else:  # (while a connection has it open, SQLite may answer from its cache for a while)
+        store.close()
         store.path.write_bytes(b"not a database " * 1000)
     for reader in (store, SqliteRunStore(store.path)):
         now = {r["id"]: r for r in reader.list()}
