@@ -911,12 +911,7 @@ class SqliteRunStore:
                 "SELECT id, owner, client, start_seq, claimed FROM runs WHERE state = 'running'")]
             slots = self.slots(db)
             if row["worker"] != worker or row["state"] != "running":
-                if (attempt is not None and row["state"] == "queued" and row["worker"] is None
-                        and not row["stop_requested"] and len(running) < slots):
-                    db.execute("UPDATE runs SET state = 'running', worker = ?, lease = ?, message = '' "
-                               "WHERE id = ?", (worker, now + self.lease_s, run_id))
-                    return None
-                return "lost"
+                return None if self._retake(db, run_id, worker, attempt) else "lost"
             db.execute("UPDATE runs SET lease = ? WHERE id = ?", (now + self.lease_s, run_id))
             if row["stop_requested"]:
                 return "stop"
@@ -944,6 +939,21 @@ class SqliteRunStore:
             db.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in cols)} WHERE id = ?",
                        (*cols.values(), run_id))
 
+    def _retake(self, db, run_id: str, worker: str, attempt: int | None) -> bool:
+        """Attempt ``attempt`` of the run went back to the queue while its worker lived (its
+        heartbeats were held back), nobody has claimed it since, and a slot is free: it is this
+        worker's again (the same attempt: no restart)."""
+        row = db.execute("SELECT worker, state, attempts, stop_requested FROM runs WHERE id = ?",
+                         (run_id,)).fetchone()
+        if (attempt is None or row is None or row["attempts"] != attempt or row["state"] != "queued"
+                or row["worker"] is not None or row["stop_requested"]):
+            return False
+        if db.execute("SELECT COUNT(*) FROM runs WHERE state = 'running'").fetchone()[0] >= self.slots(db):
+            return False
+        db.execute("UPDATE runs SET state = 'running', worker = ?, lease = ?, message = '' WHERE id = ?",
+                   (worker, _now() + self.lease_s, run_id))
+        return True
+
     @staticmethod
     def _holds(db, run_id: str, worker: str, attempt: int | None, queued_ok: bool = False) -> bool:
         """``worker`` still holds attempt ``attempt`` of the run (the fence). ``queued_ok``: also
@@ -959,7 +969,7 @@ class SqliteRunStore:
         """A running run's step, history, checkpoint, ... (only while ``worker`` holds attempt
         ``attempt`` of it). -> False when it no longer does (nothing written)."""
         with self._tx() as db:
-            if not self._holds(db, run_id, worker, attempt):
+            if not (self._holds(db, run_id, worker, attempt) or self._retake(db, run_id, worker, attempt)):
                 return False
             self._set(db, run_id, fields)
             if fields.get("checkpoint"):  # the reservation tops up the file being written
