@@ -694,3 +694,46 @@ def test_start_next_pauses_the_longest_running_run_if_no_slot_frees(tmp_path):
         runs.shutdown(60)
         runs.close()
         executor.shutdown()
+
+
+TEACHER_KEY = "correct horse battery staple"
+
+
+def test_the_teacher_panel_lists_every_reservation_the_workers_log_and_store_faults(
+        tiny_zoo, tmp_path, monkeypatch):
+    """Defects 6, 8, 9 for the teacher: the panel lists every disk reservation (a training's and
+    an upload held by another process), shows the end of workers.log, and a Stop pressed while
+    another program locks the store is a sentence, not an exception box."""
+    from apptest_helpers import messages, open_page, problems, stop_all
+    from ui.jobs import job_manager
+
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    shutil.copy(tiny_zoo["tiny-coref"], folder / "tiny-coref.safetensors")
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(folder))
+    monkeypatch.setenv("TFVIZ_TEACHER_KEY", TEACHER_KEY)
+    manager = job_manager()
+    run = manager.submit(CFG, TASK, tc(10**6), owner=SID_A, name="long", client=SID_A,
+                         checkpoint=folder / "user" / SID_A / "trained" / "long.safetensors")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(2**20)], cwd=REPO, env=_env(folder),
+                              stdout=subprocess.PIPE, text=True)
+    lock = None
+    try:
+        assert holder.stdout.readline().strip() == "reserved"
+        _wait(lambda: manager.store.get(run)["state"] == "running", what="the run to start")
+        _wait(lambda: "ready" in (folder / "runs" / "workers.log").read_text(), what="a worker's log line")
+        teacher = open_page("attention", model=folder / "tiny-coref.safetensors")
+        teacher.text_input(key="teacher_key").input(TEACHER_KEY).run()
+        assert not problems(teacher) and teacher.session_state["teacher"] is True
+        held = teacher.sidebar.table[-1].value
+        assert "training long (running)" in held.index and "an upload being checked" in held.index
+        assert "ready: waiting for runs" in "".join(c.value for c in teacher.sidebar.code)
+        lock = _holder(manager.store.path, 600)
+        manager.store.close()
+        teacher.button(key=f"teacher_stop_{run}").click().run()
+        assert not problems(teacher), problems(teacher)
+        assert "Training is not available right now: the run store (runs.sqlite) is locked" in messages(teacher)
+    finally:
+        _stop(holder, *([lock] if lock else []))
+        manager.stop(run)
+        manager.get(run).wait(DEADLINE_S)

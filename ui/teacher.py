@@ -167,12 +167,11 @@ def _store_state(manager) -> None:
             st.caption("Nothing reserved.")
         else:
             now = time.time()
-            st.dataframe(pd.DataFrame([{
+            st.table(pd.DataFrame([{
                 "for": (f"training {r['name']} ({r['state']})" if r.get("run_id")
                         else "an upload being checked" if str(r["key"]).startswith("file:") else r["key"]),
                 "session": f"{(r.get('owner') or '?')[:4]}…", "MB": round(r["bytes"] / 2**20, 1),
-                "held for": f"{(now - r['created']) / 60:.0f} min"} for r in held]),
-                hide_index=True, key="teacher_ledger")
+                "held for": f"{(now - r['created']) / 60:.0f} min"} for r in held]).set_index("for"))
     log = getattr(manager.executor, "log", None)
     if log is not None:
         tail = log_tail(Path(log))
