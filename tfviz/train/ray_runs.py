@@ -55,7 +55,7 @@ KEEP_S = 2.0  # how often the actor re-queues runs of dead workers and tops up t
 STORE_METHODS = frozenset({
     "insert", "get", "list", "queue_order", "claim", "renew", "progress", "finish", "requeue",
     "request_stop", "move_to_front", "set_slots", "slots", "reserve", "release", "reserved",
-    "remove", "requeue_dead", "prepare_hints", "hint_prepare", "reservations", "notices"})
+    "remove", "requeue_dead", "prepare_hints", "hint_prepare", "reservations", "notices", "activity"})
 NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "glusterfs",
                        "lustre", "ceph", "fuse.ceph", "beegfs", "gpfs", "fuse.s3fs", "fuse.gcsfuse",
                        "fuse.juicefs", "afs", "davfs")
@@ -307,6 +307,9 @@ class RayRunStore:
 
     def reservations(self):
         return self._call("reservations")
+
+    def activity(self):
+        return self._call("activity")
 
     def notices(self):
         return self._call("notices")

@@ -361,7 +361,7 @@ class SqliteRunStore:
     per thread) and processes (SQLite's locks; ``BEGIN IMMEDIATE`` where a decision is made).
 
     ``busy_s``: how long a statement waits for another connection's lock before the store says it
-    is locked (``StoreUnavailable``); ``for_heartbeat()`` is the same store on connections that
+    is locked (``StoreUnavailable``); ``_for_heartbeat()`` is the same store on connections that
     wait at most a third of the lease. ``rebuild_from``: folders whose checkpoints list the runs
     again when the file has to be made anew ("auto": the sessions' and runs' folders when this is
     the checkpoint folder's own store, ``tfviz.paths.runs_db()``; none for a store elsewhere)."""
@@ -387,7 +387,7 @@ class SqliteRunStore:
         except (StoreUnavailable, OSError):
             pass
 
-    def for_heartbeat(self) -> "SqliteRunStore":
+    def _for_heartbeat(self) -> "SqliteRunStore":
         """This store on connections of their own that wait at most a third of the lease for a
         lock: a heartbeat held back by a busy store still renews before its lease runs out."""
         return SqliteRunStore(self.path, self.lease_s, busy_s=min(self.busy_s, self.lease_s / 3),

@@ -96,7 +96,7 @@ class _Heartbeat(threading.Thread):
 
     def __init__(self, store, run_id: str, worker: str, attempt: int | None = None):
         super().__init__(daemon=True, name=f"tfviz-heartbeat-{run_id}")
-        own = getattr(store, "for_heartbeat", None)
+        own = getattr(store, "_for_heartbeat", None)  # SqliteRunStore's: connections of its own
         self.store = own() if own is not None else store
         self.run_id, self.worker, self.attempt = run_id, worker, attempt
         self.directive: str | None = None
