@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     tc = TrainConfig(steps=10**6, batch_size=8, warmup=1, log_every=10, eval_every=0, eval_examples=10,
                      snapshot_every=0, checkpoint_every=0)
     rng = random.Random(args.seed)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:  # (exiting workers still write)
         folder = Path(tmp)
         env = {**os.environ, "TFVIZ_CHECKPOINT_DIR": str(folder), "TFVIZ_MAX_JOBS": "2",
                "TFVIZ_JOBS_PER_SESSION": str(args.runs), "TFVIZ_CHECKPOINT_SECONDS": "5",
