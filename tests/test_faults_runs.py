@@ -737,3 +737,27 @@ def test_the_teacher_panel_lists_every_reservation_the_workers_log_and_store_fau
         _stop(holder, *([lock] if lock else []))
         manager.stop(run)
         manager.get(run).wait(DEADLINE_S)
+
+
+def test_attempt_files_nobody_names_are_swept(tmp_path, monkeypatch):
+    """The hourly sweep removes attempt files of workers killed after they lost their run: older
+    than the temp age and named by no active run; the file an active run resumes from stays."""
+    folder = tmp_path / "ck"
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(folder))
+    from tfviz.classroom import disk
+
+    store = SqliteRunStore(folder / "runs" / "runs.sqlite")
+    attempts = folder / "user" / SID_A / "trained" / ".attempts"
+    attempts.mkdir(parents=True)
+    named, stale, fresh = (attempts / f"{n}.safetensors" for n in ("a.2", "b.1", "c.1"))
+    for f in (named, stale, fresh):
+        f.write_bytes(b"x")
+        f.with_suffix(".json").write_bytes(b"{}")
+    store.insert([NewRun("a", SID_A, "a", {"checkpoint": str(attempts.parent / "a.safetensors")}, 10)])
+    store.claim("w")
+    store.progress("a", "w", checkpoint=str(named))
+    old = time.time() - 2 * disk.TEMP_AGE_S
+    for f in (named, stale):
+        os.utime(f, (old, old))
+    assert disk.sweep_attempts(store) == [stale]
+    assert named.is_file() and fresh.is_file() and not stale.with_suffix(".json").exists()

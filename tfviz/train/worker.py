@@ -116,7 +116,7 @@ class _Heartbeat(threading.Thread):
             if said is not None and self.directive is None:
                 self.directive = said
         close = getattr(self.store, "close", None)
-        if close is not None and self.store is not None:
+        if close is not None:
             close()
 
 
@@ -144,7 +144,10 @@ def _retry(call: Callable[[], Any], backoff: Backoff, doing: str, stopping: thre
             if time.monotonic() - since > give_up_s:
                 log(backoff.worker, f"gave up trying to {doing}: the worker is shutting down")
                 return None
-        time.sleep(wait) if stopping is None else stopping.wait(wait)
+        if stopping is None or stopping.is_set():
+            time.sleep(min(wait, 1.0) if stopping is not None else wait)
+        else:
+            stopping.wait(wait)
 
 
 def _drop_attempt(store, run_id: str, mine: Path) -> None:
