@@ -6,13 +6,12 @@ Pages import shared helpers from `ui/` (Streamlit) and `tfviz/` (the library), n
 """
 import streamlit as st
 
-from ui.session import session_id
-from ui.figures import run_page
-from ui.navigation import navigation
-
-
 # Guarded because multiprocessing (spawn/forkserver) re-imports the entry script in child processes.
 if __name__ == "__main__":
+    from ui.figures import run_page
+    from ui.navigation import navigation
+    from ui.session import session_id
+
     st.set_page_config(page_title="tfviz", layout="wide")
 
     # Every run (Home included) keeps ?sid=… in the URL: a page switch drops the query string, and
@@ -21,3 +20,11 @@ if __name__ == "__main__":
     # Pages that show a model render the sidebar picker themselves (ui.picker.current_model);
     # after the page, the sidebar offers its figures as one HTML file (ui.figures.page_export).
     run_page(navigation())
+elif __name__ == "app":
+    # `streamlit run app.py` serves this file as an ASGI app (it finds `app = st.App(...)` here and
+    # imports the module as "app"); each page run still executes it as __main__ (above). The
+    # server's own work (ui/server.py): the run manager starts with the server, and every browser
+    # gets the cookie that makes its tabs one student.
+    from ui.server import lifespan, middleware
+
+    app = st.App(__file__, lifespan=lifespan, middleware=middleware())

@@ -9,9 +9,10 @@ from tfviz.model.families import KIND_LABELS
 from tfviz.model.recurrent import ARCHS as RECURRENT_ARCHS
 from tfviz.tasks import TASKS
 from tfviz.train.presets import claim_for, kinds_for
+from tfviz.train.store import StoreUnavailable
 from ui import export, finetune, phase, train_state as ts
 from ui.figures import charts_later, show
-from ui.jobs import job_manager, my_jobs
+from ui.jobs import job_manager, my_jobs, store_trouble
 
 P = ts.P
 st.title("Train")
@@ -89,19 +90,29 @@ with left:
     if job_id := finetune.panel(ts.submit):  # an imported decoder on the student's own text
         st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
 
-jobs = my_jobs()
 with right:
     st.subheader("Your runs")
+    try:  # the run store locked, read-only, on a full disk or unreadable: a sentence, not a box
+        jobs = my_jobs()
+        job = job_manager().get(ts.run_picker(jobs)) if jobs else None
+        polling = any(j.snapshot().active for j in jobs)
+    except StoreUnavailable as e:
+        st.error(store_trouble(e))
+        st.stop()
     if not jobs:
         st.info("No runs yet in this session: choose a task and press **Start training**.")
         st.stop()
-    job = job_manager().get(ts.run_picker(jobs))
-    polling = any(j.snapshot().active for j in jobs)
     later = charts_later()  # a new tab: the runs list first, the charts a moment later
 
     def live() -> None:
         """Re-runs every second while one of this session's jobs is active; one full rerun when
         they have all ended (so the page stops polling and shows the results)."""
+        try:
+            show_live()
+        except StoreUnavailable as e:
+            st.warning(store_trouble(e))
+
+    def show_live() -> None:
         all_jobs = my_jobs()
         st.dataframe(ts.jobs_table(all_jobs), hide_index=True, key=P + "table",
                      column_config={"progress": st.column_config.ProgressColumn(min_value=0, max_value=1,
@@ -122,7 +133,10 @@ with right:
 
     st.fragment(live, run_every=1 if polling else None)()
 
-    snap = job.snapshot()
+    try:
+        snap = job.snapshot()
+    except StoreUnavailable:
+        st.stop()  # the fragment above says why
     if snap.state == "failed":
         st.error(f"Training failed: {snap.error}")
     elif snap.state in ("done", "stopped") and snap.checkpoint:

@@ -191,7 +191,7 @@ def test_a_killed_ray_worker_resumes_from_its_last_checkpoint(runs, cluster):
     rec = wait_for(lambda: (lambda r: r if r["checkpoint"] and r["step"] >= 20 else None)(runs.store.get(run_id)),
                    what="a first periodic checkpoint")
     worker_pid = int(rec["worker"].split(":")[3])
-    saved_step = load_checkpoint(path).step
+    saved_step = load_checkpoint(rec["checkpoint"]).step  # its attempt's own file (issue 29), published at the end
     os.kill(worker_pid, signal.SIGKILL)  # the Ray worker process training it
     job = runs.get(run_id)
     assert job.wait(DEADLINE_S), job.snapshot()

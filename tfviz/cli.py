@@ -113,7 +113,7 @@ def _queue(task, model_config, cfg, out, resume, quiet: bool) -> int:
 
     executor = LocalProcessExecutor(runs_db(), workers=limits.max_jobs())
     manager = RunManager(open_store(), executor, max_concurrent=limits.max_jobs(), quota=session_quota(),
-                         torch_threads=max(1, (cpu_count() - 1) // limits.max_jobs()))
+                         torch_threads=max(1, (cpu_count() - 1) // limits.max_jobs()), supervise=True)
     try:
         run_id = manager.submit(model_config, task, cfg, checkpoint=out, resume=resume,
                                 name=Path(str(out)).stem)

@@ -47,6 +47,8 @@ environment variable each, read when asked (so a server, or a test, sets them be
                                          resumes from its last checkpoint
     TFVIZ_WORKER_IDLE_S        600       an idle training worker process exits after this long (the
                                          next Start starts one again: about 2 s)
+    TFVIZ_START_NEXT_WAIT_S    60        the teacher's "Start next": if no slot frees within this many
+                                         seconds, the longest-running run is paused (and resumes later)
     TFVIZ_TRAIN_MEMORY_MB      auto      memory one training may plan to use; auto = half the free
                                          RAM (CPU) or 80% of the free GPU memory when it starts
     TFVIZ_MODEL_CACHE_MB       auto      loaded models kept in memory, shared by every session;
@@ -172,6 +174,10 @@ def run_lease_seconds() -> float:
 
 def worker_idle_seconds() -> float:
     return float(_number("TFVIZ_WORKER_IDLE_S", 600, 0))
+
+
+def start_next_wait_seconds() -> float:
+    return float(_number("TFVIZ_START_NEXT_WAIT_S", 60, 0))
 
 
 def train_memory_bytes() -> int | None:

@@ -170,7 +170,7 @@ def start_pair(runs, task) -> list[str]:
     """Queue the pair's runs as this session's jobs (all or none) -> job ids."""
     from tfviz.train.pairs import submit_pair
 
-    from .session import session_id
+    from .session import client_id, session_id
     from .train_state import unique_name
 
     names, taken = [], set()
@@ -181,7 +181,7 @@ def start_pair(runs, task) -> list[str]:
         taken.add(n)
         names.append(n)
     ids = submit_pair(job_manager(), runs, task, owner=session_id(), directory=trained_dir(),
-                      names=names)
+                      names=names, client=client_id())
     st.session_state[PAIR_JOBS] = ids
     return ids
 
@@ -192,9 +192,17 @@ def runs_allowed() -> int | None:
 
 
 def pair_jobs() -> list:
-    """The jobs of the pair this session started last (those still known to the server)."""
+    """The jobs of the pair this session started last (those still known to the server; none
+    while the run store cannot be read: the Train page says why)."""
+    from tfviz.train.store import StoreUnavailable
+
     ids = set(st.session_state.get(PAIR_JOBS, ()))
-    return [j for j in my_jobs() if j.id in ids]
+    if not ids:
+        return []
+    try:
+        return [j for j in my_jobs() if j.id in ids]
+    except StoreUnavailable:
+        return []
 
 
 def pair_checkpoints(jobs) -> list[str] | None:

@@ -4,7 +4,11 @@ A run is a record in the run store of the checkpoint folder (``tfviz.train.store
 file), trained by worker processes (``python -m tfviz worker``), never by the web server's
 threads; a page only reads records. Each run is owned by the session id that started it, so a
 student sees their own runs after a reload (the id lives in the URL), and after a restart of the
-server (the records and checkpoints are on disk; interrupted runs resume).
+server (the records and checkpoints are on disk; interrupted runs resume). The manager is made
+when the server starts (``ui.server.lifespan``) and supervises the workers from then on; the
+sessions of one browser count as one student (``ui.session.client_id``). A fault of the store
+itself (locked, read-only, full disk, unreadable) is a ``StoreUnavailable`` whose sentence the
+pages show (``store_trouble``).
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import threading
 import streamlit as st
 
 from .models import session_dir
-from .session import session_id
+from .session import client_id, session_id
 
 _MANAGERS: dict[str, object] = {}  # run store path -> its manager (one folder at a time)
 _LOCK = threading.Lock()
@@ -29,6 +33,7 @@ def job_manager():
         manager = _MANAGERS.get(db)
         if manager is None:
             for old in _MANAGERS.values():  # one folder's workers at a time
+                old.close()  # its supervision first: it would start them again
                 threading.Thread(target=old.executor.shutdown, daemon=True).start()
             _MANAGERS.clear()
             manager = _MANAGERS[db] = _new_manager(db)
@@ -60,9 +65,9 @@ def _new_manager(db: str):
     manager = RunManager(open_store(db), executor, max_concurrent=slots,
                          torch_threads=max(1, (cpu_count() - 1) // slots),
                          per_owner=limits.jobs_per_session(), max_seconds=limits.job_max_seconds(),
-                         check_budget=True, quota=disk.quota())
-    if any(j.state in ("queued", "running") for j in manager.jobs()):
-        executor.submit("")  # runs queued or interrupted before a restart: continue them
+                         check_budget=True, quota=disk.quota(), supervise=True)
+    # runs queued or interrupted before a restart continue: the supervision (every quarter lease)
+    # starts workers for them, with or without anyone on a page
     return manager
 
 
@@ -87,7 +92,14 @@ def _ray_manager(address: str):
 
 
 def my_jobs():
+    """This session's runs (StoreUnavailable: the store's fault, as a sentence)."""
     return job_manager().jobs(owner=session_id())
+
+
+def store_trouble(e: Exception) -> str:
+    """The sentence a page shows when the run store cannot be used now."""
+    return (f"Training is not available right now: {e}. Models you trained before are safe and "
+            "listed in the sidebar.")
 
 
 def trained_dir():
@@ -102,6 +114,11 @@ def housekeeping() -> None:
     files killed writers left behind (``tfviz.classroom.disk``)."""
     from tfviz.classroom import disk
 
+    from tfviz.train.store import StoreUnavailable
+
     disk.touch(session_id())
-    busy = {r["owner"] for r in job_manager().store.list(active_only=True) if r["owner"]}
-    disk.maintain(keep=busy)
+    try:
+        busy = {r["owner"] for r in job_manager().store.list(active_only=True) if r["owner"]}
+    except StoreUnavailable:
+        return  # who has a running job cannot be known now: nothing expires this time
+    disk.maintain(keep=busy, store=job_manager().store)

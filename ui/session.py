@@ -1,7 +1,11 @@
 """Who this browser tab is: an id kept in the URL (``?sid=…``), so that a reload finds the same
 training jobs and uploads again. Only 12 hex characters are accepted (it names a folder). The
 model picked in the sidebar is kept there too (``?model=…``, written by ``ui.picker``), so a
-reload opens on it instead of the page's default."""
+reload opens on it instead of the page's default.
+
+Who the student is (``client_id``): the ``tfviz_client`` cookie the server sets on every browser
+(``ui.server``), the same in all its tabs, so six fresh tabs are still one student for the jobs
+limit and the fair queue. A session without it (AppTest, a client refusing cookies) counts alone."""
 from __future__ import annotations
 
 import re
@@ -26,3 +30,17 @@ def session_id() -> str:
     if model and st.query_params.get("model") != model:
         st.query_params["model"] = model
     return st.session_state["sid"]
+
+
+CLIENT_COOKIE = "tfviz_client"  # ui.server's (importing it here would load starlette for every page)
+CLIENT = re.compile(r"[0-9a-f]{16}")
+
+
+def client_id() -> str:
+    """The student behind this tab: the browser's cookie (16 hex digits: every tab of one
+    browser), or, without one, this session's id (12 hex digits: it counts alone)."""
+    try:
+        cookie = st.context.cookies.get(CLIENT_COOKIE, "")
+    except Exception:  # noqa: BLE001 - no request behind this run (AppTest, a bare script run)
+        cookie = ""
+    return cookie if isinstance(cookie, str) and CLIENT.fullmatch(cookie) else session_id()

@@ -6,6 +6,7 @@ session, failures logged) are ``tfviz.classroom.teacher.TeacherKey``'s; this is 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -92,11 +93,24 @@ def teacher_panel(where, ref: ModelRef) -> None:
 def _trainings() -> None:
     """Every run of the class (the run store's records: every session's, also from before a
     restart), active ones first; Stop on any running or queued one (it saves what it learned),
-    and "Start next" on a queued one (it goes to the front of the queue)."""
-    from .jobs import job_manager
-    from .train_state import jobs_table, status
+    and "Start next" on a queued one (it goes to the front of the queue; if no slot frees within
+    a minute, the longest-running run is paused for it). Then the store's own state: a fault as
+    a sentence, what happened to it (made anew), every disk reservation, and the workers' log."""
+    from tfviz.train.store import StoreUnavailable
+
+    from .jobs import job_manager, store_trouble
 
     manager = job_manager()
+    try:
+        _runs(manager)
+    except StoreUnavailable as e:
+        st.error(store_trouble(e))
+    _store_state(manager)
+
+
+def _runs(manager) -> None:
+    from .train_state import jobs_table, status
+
     runs = manager.jobs()
     active = [j for j in runs if j.snapshot().active]
     st.markdown("**Trainings on this server**")
@@ -116,4 +130,53 @@ def _trainings() -> None:
         if s.state == "queued" and (s.queue_position or 0) > 1 and st.button(
                 f"Start {s.name} next", key=f"teacher_front_{j.id}", icon=":material/vertical_align_top:"):
             manager.move_to_front(j.id)
-            st.toast(f"{s.name} is first in the queue now.")
+            st.toast(f"{s.name} is first in the queue now; if no training ends within a minute, "
+                     "the one that has run longest is paused (it resumes later) to give it a slot.")
+
+
+LOG_TAIL_BYTES = 16_384  # the end of workers.log the panel shows
+
+
+def log_tail(path: Path, lines: int = 30) -> str | None:
+    """The last ``lines`` lines of the workers' log (at most ``LOG_TAIL_BYTES`` read), or None."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _store_state(manager) -> None:
+    """The run store's notices, every reservation of the disk ledger, the workers' log."""
+    import pandas as pd
+
+    from tfviz.train.store import StoreUnavailable
+
+    try:
+        for note in getattr(manager.store, "notices", lambda: [])():
+            st.info(note)
+        held = manager.store.reservations()
+    except StoreUnavailable:
+        held = None  # said above
+    if held is not None:
+        st.markdown("**Disk space reserved** (trainings' checkpoints, uploads being checked)")
+        if not held:
+            st.caption("Nothing reserved.")
+        else:
+            now = time.time()
+            st.table(pd.DataFrame([{
+                "for": (f"training {r['name']} ({r['state']})" if r.get("run_id")
+                        else "an upload being checked" if str(r["key"]).startswith("file:") else r["key"]),
+                "session": f"{(r.get('owner') or '?')[:4]}…", "MB": round(r["bytes"] / 2**20, 1),
+                "held for": f"{(now - r['created']) / 60:.0f} min"} for r in held]).set_index("for"))
+    log = getattr(manager.executor, "log", None)
+    if log is not None:
+        tail = log_tail(Path(log))
+        with st.expander("Training workers' log (the last lines)"):
+            if tail is None:
+                st.caption("No log yet (or it cannot be read).")
+            else:
+                st.code(tail or "(empty)", language=None)

@@ -70,9 +70,13 @@ def prepare(pre) -> threading.Thread:
     A Start pressed sooner waits for the same build (tasks build once, under a lock). The run
     store's idle workers are asked to build it too (they train it, in their own processes)."""
     from tfviz.tasks import cached_task
+    from tfviz.train.store import StoreUnavailable
 
     spec = {"name": pre.task, **pre.task_params}
-    job_manager().prepare(spec)
+    try:
+        job_manager().prepare(spec)
+    except StoreUnavailable:
+        pass  # only a hint: the runs panel says what is wrong with the store
     task = cached_task(spec)  # the very task preset_task returns
     return _preparing(json.dumps(spec, sort_keys=True), id(task), task)
 
@@ -181,11 +185,12 @@ def submit(task, model_config, train_config, name: str, init: str | None = None)
     server's limits refuse it, with the reason. ``init``: fine-tune the model of that folder
     (``ui.finetune``; ``model_config`` is its config, for the estimates). Its checkpoint's
     estimate is reserved in the disk ledger as it is queued (``tfviz.train.store``)."""
-    from ui.session import session_id
+    from ui.session import client_id, session_id
 
     name = unique_name(name)
     return job_manager().submit(model_config, task, train_config, owner=session_id(), name=name,
-                                checkpoint=trained_dir() / f"{name}.safetensors", init=init)
+                                checkpoint=trained_dir() / f"{name}.safetensors", init=init,
+                                client=client_id())
 
 
 def cap_note(task, model_config, train_config) -> str | None:

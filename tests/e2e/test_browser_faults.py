@@ -77,3 +77,68 @@ def test_closing_the_browser_mid_training_loses_nothing(browser, streamlit_serve
     assert not errors2 and not page2.locator("[data-testid='stException']").count(), errors2
     ctx2.close()
     print(f"\nclosed at step {at_close} of {STEPS}; found done from a new tab {done_after:.1f} s later")
+
+
+def test_a_students_tabs_count_as_one_student(browser, tiny_zoo, tmp_path):
+    """Issue 29, defect 10, in a real browser against its own `streamlit run app.py`: the server
+    sets a cookie on every browser, so three fresh tabs (three sessions, three ?sid=) of one
+    student share one limit of 2 trainings; another student's first run then waits before the
+    first student's queued one."""
+    import shutil
+
+    from scripts.load_test import StreamlitServer
+
+    from tfviz.train.store import SqliteRunStore
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    shutil.copy(tiny_zoo["tiny-coref"], folder / "tiny-coref.safetensors")
+    empty = tmp_path / "no-models"
+    empty.mkdir()
+    env = {"TFVIZ_CHECKPOINT_DIR": str(folder), "TFVIZ_MAX_JOBS": "1", "TFVIZ_JOBS_PER_SESSION": "2",
+           "TFVIZ_MODELS_DIR": str(empty), "HF_HUB_CACHE": str(empty)}
+    store = SqliteRunStore(folder / "runs" / "runs.sqlite")
+
+    def start(page) -> None:
+        page.goto("/train")
+        expect(page.get_by_role("button", name="Start training")).to_be_visible()
+        settle(page)
+        main = page.locator("[data-testid='stMain']")
+        select(page, main, "Task", "copy")
+        expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(r"^copy-"))
+        settle(page)
+        form = page.locator("[data-testid='stForm']")
+        form.get_by_label("Steps", exact=True).fill("1000000")
+        form.get_by_label("Warmup steps").fill("5")
+        page.get_by_role("button", name="Start training").click()
+
+    with StreamlitServer(env, log=tmp_path / "server.log") as server:
+        a = browser.new_context(base_url=server.url, viewport={"width": 1400, "height": 900})
+        b = browser.new_context(base_url=server.url, viewport={"width": 1400, "height": 900})
+        try:
+            for ctx in (a, b):
+                ctx.set_default_timeout(DEADLINE_MS)
+            tabs = [a.new_page() for _ in range(3)]
+            start(tabs[0])
+            expect(tabs[0].locator(CURRENT).locator("[data-testid='stProgress']")).to_contain_text(
+                re.compile(r"running — step \d+"))
+            start(tabs[1])
+            expect(tabs[1].get_by_text(re.compile(r"queued — position 1"))).to_be_visible()
+            start(tabs[2])
+            expect(tabs[2].get_by_text(re.compile(
+                r"Not started: you already have 2 trainings running or queued"))).to_be_visible()
+            sids = {re.search(r"sid=([0-9a-f]{12})", t.url).group(1) for t in tabs}
+            assert len(sids) == 3  # three sessions ...
+            clients = {r["client"] for r in store.list()}
+            assert len(clients) == 1 and len(next(iter(clients))) == 16  # ... of one student
+            other = b.new_page()
+            start(other)
+            expect(other.get_by_text(re.compile(r"queued — position 1"))).to_be_visible()
+            order = store.queue_order()
+            assert store.get(order[0])["client"] not in clients  # before the first student's second run
+            assert not any(t.locator("[data-testid='stException']").count() for t in [*tabs, other])
+        finally:
+            a.close()
+            b.close()
+            for r in store.list(active_only=True):
+                store.request_stop(r["id"])

@@ -32,7 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import limits, paths
-from ..train.store import Quota, QuotaError, open_store, quota_message, session_quota, sessions_usage
+from ..train.store import (ACTIVE, ATTEMPTS_DIR, Quota, QuotaError, file_key, open_store, quota_message,
+                           session_quota, sessions_usage)
 
 MB = 2**20
 SEEN = ".seen"
@@ -93,8 +94,9 @@ def check_room(need: int, what: str = "this file") -> None:
 def reserve(need: int, what: str, path: Path | None = None) -> Iterator[None]:
     """Hold ``need`` bytes of the quota (QuotaError when they do not fit) while a file is written
     (``path``: the file they are for, counted once it exists); released afterwards, when the file
-    counts itself."""
-    store, key = ledger(), f"file:{os.getpid()}:{threading.get_ident()}:{time.monotonic_ns()}"
+    counts itself. The key names this process (host, pid, start time): if it dies before the
+    release, the next reader of the ledger drops the row (``tfviz.train.store``)."""
+    store, key = ledger(), file_key()
     store.reserve(key, need, quota(), what, None if path is None else str(path))
     try:
         yield
@@ -178,7 +180,39 @@ _last_maintained = [0.0]
 _maintain_lock = threading.Lock()
 
 
-def maintain(keep: Iterable[str] = (), force: bool = False) -> bool:
+def sweep_attempts(store=None, older_than: float = TEMP_AGE_S, now: float | None = None) -> list[Path]:
+    """Delete attempt files (``.attempts/`` beside trained checkpoints: ``tfviz.train.store``)
+    that no active run names and that nobody wrote for ``older_than`` seconds: those of workers
+    killed after they lost their run. Nothing when the store cannot be read."""
+    from ..train.store import StoreUnavailable
+
+    try:
+        named = {p for r in (store or ledger()).list(active_only=True)
+                 for p in (r.get("checkpoint"), r.get("resume_from")) if p and r["state"] in ACTIVE}
+    except (StoreUnavailable, OSError):
+        return []
+    folders = [paths.runs_dir() / ATTEMPTS_DIR]
+    root = paths.sessions_dir()
+    if root.is_dir():
+        folders += [Path(d) for d, _, _ in os.walk(root) if Path(d).name == ATTEMPTS_DIR]
+    now, removed = time.time() if now is None else now, []
+    for folder in folders:
+        try:
+            files = list(folder.glob("*.safetensors"))
+        except OSError:
+            continue
+        for f in files:
+            try:
+                if str(f) not in named and now - f.lstat().st_mtime > older_than:
+                    f.unlink()
+                    f.with_suffix(".json").unlink(missing_ok=True)
+                    removed.append(f)
+            except OSError:
+                pass
+    return removed
+
+
+def maintain(keep: Iterable[str] = (), force: bool = False, store=None) -> bool:
     """Expire idle sessions and sweep temp files, at most once per ``MAINTAIN_EVERY_S`` in this
     process (``force``: now). True when it ran."""
     now = time.monotonic()
@@ -188,4 +222,5 @@ def maintain(keep: Iterable[str] = (), force: bool = False) -> bool:
         _last_maintained[0] = now
     expire_idle(keep)
     sweep_temp_files()
+    sweep_attempts(store)
     return True

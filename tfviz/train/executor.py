@@ -6,6 +6,8 @@ store (``tfviz.train.store``). The web server never trains.
         cancel(run_id)   a run was asked to stop (the store already says so; a worker reads it)
         alive()          the workers alive now (ids)
         start()          keep a worker warm, so a Start goes to its first step at once (optional)
+        keep(activity)   supervision (optional; ``RunManager`` calls it about every quarter lease with
+                         ``store.activity()``): workers for the queued runs that can start, dead ones replaced
         shutdown()       stop this executor's workers (a running run is paused: checkpointed, queued again)
 
 ``LocalProcessExecutor`` (the default): up to ``workers`` processes ``python -m tfviz worker``
@@ -20,13 +22,17 @@ reaches) implements the same four methods.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
-from .. import paths
+from .. import limits, paths
+
+EARLY_EXIT_S = 30.0  # a worker that ended with an error within this of its start: the next waits longer
 
 
 class Executor(Protocol):
@@ -48,28 +54,103 @@ class LocalProcessExecutor:
         self.env = env
         self.log = Path(log) if log else self.db.parent / "workers.log"
         self._procs: list[subprocess.Popen] = []
+        self._born: dict[int, float] = {}
         self._lock = threading.Lock()
+        self._warm_until = 0.0  # keep the warm worker until then (pages were used lately)
+        self._next_spawn, self._crash_wait = 0.0, 0.0
+        self._closed = False  # shut down: no worker is started again
 
     def _spawn(self) -> subprocess.Popen:
         env = dict(os.environ if self.env is None else self.env)
         env["PYTHONPATH"] = os.pathsep.join([str(paths.REPO), *filter(None, [env.get("PYTHONPATH")])])
         env.setdefault("OMP_NUM_THREADS", "1")
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as out:
-            return subprocess.Popen([*self.command, "--db", str(self.db), "--parent", str(os.getpid())],
-                                    cwd=paths.REPO, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            out = open(self.log, "ab")
+        except OSError:  # a full or read-only disk: the worker still runs, unlogged
+            out = subprocess.DEVNULL
+        try:
+            p = subprocess.Popen([*self.command, "--db", str(self.db), "--parent", str(os.getpid())],
+                                 cwd=paths.REPO, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self._born[p.pid] = time.monotonic()
+        return p
+
+    def _note(self, message: str) -> None:
+        """A line in workers.log from the executor itself (the teacher's panel shows the log)."""
+        try:
+            with open(self.log, "a") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} executor: {message}\n")
+        except OSError:
+            pass
+
+    def _reap(self) -> None:
+        """Forget ended workers (call with ``_lock`` held); one that failed soon after its start
+        makes the next start wait (doubling, at most a minute): a worker that cannot start is
+        not started again ten times a second."""
+        alive = []
+        for p in self._procs:
+            rc = p.poll()
+            if rc is None:
+                alive.append(p)
+                continue
+            born = self._born.pop(p.pid, time.monotonic())
+            if rc != 0 and time.monotonic() - born < EARLY_EXIT_S:
+                self._crash_wait = min(60.0, 2 * self._crash_wait or 1.0)
+                self._next_spawn = time.monotonic() + self._crash_wait
+                self._note(f"worker {p.pid} ended with code {rc} {time.monotonic() - born:.0f} s after it "
+                           f"started; the next starts in {self._crash_wait:g} s")
+            elif rc != 0:
+                self._note(f"worker {p.pid} ended with code {rc} (killed or crashed); its run goes back "
+                           "to the queue")
+        self._procs = alive
 
     def ensure(self, n: int) -> None:
         """At least ``n`` (at most ``workers``) of this executor's worker processes alive."""
         with self._lock:
-            self._procs = [p for p in self._procs if p.poll() is None]
-            while len(self._procs) < min(n, self.workers):
+            self._reap()
+            while (not self._closed and len(self._procs) < min(n, self.workers)
+                   and time.monotonic() >= self._next_spawn):
                 self._procs.append(self._spawn())
 
     def start(self, run_id: str = "") -> None:
-        """The warm pool: ``warm`` workers waiting (each has paid for torch's import already)."""
+        """The warm pool: ``warm`` workers waiting (each has paid for torch's import already),
+        kept by ``keep`` for ``TFVIZ_WORKER_IDLE_S`` after the last call (pages in use)."""
+        self._warm_until = time.monotonic() + limits.worker_idle_seconds()
         self.ensure(self.warm)
+
+    def keep(self, activity: dict[str, Any]) -> list[int]:
+        """Supervision: ``activity`` = ``store.activity()`` (queued runs, running runs' workers,
+        slots). As many idle workers of this executor as queued runs can start now (free slots),
+        and the warm one while pages are used: a worker killed mid-run is replaced at once (its
+        run is back in the queue: ``store.activity`` re-queues runs of ended workers), and
+        queued runs start after a restart with no page visited. -> pids started."""
+        host = socket.gethostname()
+        busy = set()
+        for w in activity.get("workers", []):
+            parts = (w or "").split(":")
+            if len(parts) == 3 and parts[0] == host and parts[1].isdigit():
+                busy.add(int(parts[1]))
+        free = max(0, int(activity.get("slots", self.workers)) - len(activity.get("workers", [])))
+        want = min(int(activity.get("queued", 0)), free)
+        if time.monotonic() < self._warm_until:
+            want = max(want, self.warm)
+        started = []
+        with self._lock:
+            self._reap()
+            idle = [p for p in self._procs if p.pid not in busy]
+            room = self.workers + self.warm - (len(self._procs) - len(idle))  # at most slots + spare
+            while not self._closed and len(idle) < min(want, room) and time.monotonic() >= self._next_spawn:
+                p = self._spawn()
+                self._procs.append(p)
+                idle.append(p)
+                started.append(p.pid)
+            if not started and self._crash_wait and time.monotonic() - self._next_spawn > EARLY_EXIT_S:
+                self._crash_wait = 0.0  # workers have lived a while again
+        return started
 
     def submit(self, run_id: str) -> None:
         self.ensure(self.workers)
@@ -79,7 +160,7 @@ class LocalProcessExecutor:
 
     def alive(self) -> list[str]:
         with self._lock:
-            self._procs = [p for p in self._procs if p.poll() is None]
+            self._reap()
             return [str(p.pid) for p in self._procs]
 
     def pids(self) -> list[int]:
@@ -88,7 +169,7 @@ class LocalProcessExecutor:
     def shutdown(self, timeout: float = 30.0) -> None:
         """SIGTERM every worker (a running run is checkpointed and queued again), then wait."""
         with self._lock:
-            procs, self._procs = self._procs, []
+            procs, self._procs, self._closed = self._procs, [], True
         for p in procs:
             if p.poll() is None:
                 p.terminate()

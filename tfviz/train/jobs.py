@@ -185,8 +185,9 @@ class JobManager:
     def submit(self, model_config: ModelConfig | dict, task: Any, train_config: TrainConfig | dict | None = None,
                *, checkpoint: str | os.PathLike | None = None, resume: str | os.PathLike | None = None,
                init: str | os.PathLike | None = None, owner: str | None = None,
-               name: str | None = None) -> str:
-        """Queue a training job and return its id. ``task``: a Task, a registry name or a spec dict.
+               name: str | None = None, client: str | None = None) -> str:
+        """Queue a training job and return its id (``client``: the run store's student, for
+        ``tfviz.train.runs.RunManager``'s surface; here every owner counts alone). ``task``: a Task, a registry name or a spec dict.
         ``resume``: a checkpoint path to continue from (``model_config`` is then taken from it).
         ``init``: fine-tune — start from these weights (a tfviz checkpoint, or a Hugging Face model
         folder, read with ``open_folder``) with a fresh optimizer at step 0; ``model_config``
@@ -197,7 +198,8 @@ class JobManager:
         self._enqueue([job], owner)
         return job.id
 
-    def submit_group(self, runs: list[dict[str, Any]], task: Any, *, owner: str | None = None) -> list[str]:
+    def submit_group(self, runs: list[dict[str, Any]], task: Any, *, owner: str | None = None,
+                     client: str | None = None) -> list[str]:
         """Queue several jobs of one owner at once, all or none (e.g. a pair of runs that differ
         in one setting, ``tfviz.train.pairs``): ``runs`` are ``submit``'s keyword arguments
         (model_config, train_config, checkpoint, name) for one ``task``. The owner's limit counts

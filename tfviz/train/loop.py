@@ -106,9 +106,9 @@ class _Run:
     """The state of one training run; ``train`` below drives it. Rank 0 evaluates, snapshots,
     saves and calls the callbacks; every rank agrees on when to stop."""
 
-    def __init__(self, model, task, cfg: TrainConfig, callbacks, checkpoint, resume, stop):
+    def __init__(self, model, task, cfg: TrainConfig, callbacks, checkpoint, resume, stop, extra=None):
         self.model, self.task, self.cfg, self.callbacks = model, task, cfg, list(callbacks)
-        self.checkpoint, self.stop_flag = checkpoint, stop
+        self.checkpoint, self.stop_flag, self.extra = checkpoint, stop, dict(extra or {})
         self.d = d = distributed.current()
         if cfg.batch_size % d.world:
             raise ValueError(f"batch_size={cfg.batch_size} must divide evenly over {d.world} processes")
@@ -316,7 +316,7 @@ class _Run:
             return None
         path = save_checkpoint(self.checkpoint, self.model, task=self.task, train_config=self.cfg,
                                history=self.history, train_state=_train_state(self.model, self.opt, self.gen, self.step),
-                               extra={"status": status, **({"final": final} if final else {})},
+                               extra={**self.extra, "status": status, **({"final": final} if final else {})},
                                snapshots=self.snapshots, phase=self.phase)
         self.saved = (path, self.step)
         self.emit(Event("checkpoint", self.step, path=path))
@@ -334,7 +334,8 @@ class _Run:
 
 def train(model, task, config: TrainConfig | None = None,
           callbacks: Iterable[Callable[[Event], Any]] = (), *, checkpoint: str | Path | None = None,
-          resume=None, stop=None, checkpoint_seconds: float | None = None) -> TrainResult:
+          resume=None, stop=None, checkpoint_seconds: float | None = None,
+          extra: dict | None = None) -> TrainResult:
     """Train ``model`` (a tfviz.Transformer or recurrent model, moved to the chosen device) on ``task``.
 
     checkpoint: path to save to (every ``checkpoint_every`` steps, on stop and at the end).
@@ -343,10 +344,12 @@ def train(model, task, config: TrainConfig | None = None,
     stop:       a ``threading.Event`` (or a no-argument callable) checked after every step.
     checkpoint_seconds: also save (resumable) once this many seconds of training have passed since
                 the last save (the run store's workers: a killed run loses at most that much).
+    extra:      JSON-able fields saved in every checkpoint's ``extra`` (the run store's workers: the
+                run's identity, so a lost store can list it again).
     Under torch.distributed (torchrun) the model is wrapped in DistributedDataParallel.
     """
     cfg = config or TrainConfig()
-    run = _Run(model, task, cfg, callbacks, checkpoint, resume, stop)
+    run = _Run(model, task, cfg, callbacks, checkpoint, resume, stop, extra)
     status, message = "done", ""
     last_save = time.monotonic()
     try:

@@ -248,7 +248,7 @@ def preset_pair(task, setting: str, values: Sequence, *, steps: int = QUICK_STEP
 
 
 def submit_pair(manager, runs: Sequence[PairRun], task, *, owner: str | None = None,
-                directory=None, names: Sequence[str] | None = None) -> list[str]:
+                directory=None, names: Sequence[str] | None = None, client: str | None = None) -> list[str]:
     """Queue the runs of a pair (``make_pair``) on ``manager`` (a ``tfviz.train.jobs.JobManager``)
     for ``task``, all or none; checked again with ``check_pair``. ``names``: the job names (the
     runs' own by default); with ``directory`` each saves ``directory/<name>.safetensors``.
@@ -263,7 +263,7 @@ def submit_pair(manager, runs: Sequence[PairRun], task, *, owner: str | None = N
     specs = [{"model_config": r.model_config, "train_config": r.train_config, "name": n,
               "checkpoint": None if directory is None else Path(directory) / f"{n}.safetensors"}
              for r, n in zip(runs, names)]
-    return manager.submit_group(specs, task, owner=owner)
+    return manager.submit_group(specs, task, owner=owner, client=client)
 
 
 __all__ = ["ATTENTION_KINDS", "DEFAULT_VALUES", "parse_values", "MAX_RUNS", "MIN_RUNS", "PairRun", "SETTINGS", "Setting",

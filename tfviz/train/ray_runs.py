@@ -55,7 +55,7 @@ KEEP_S = 2.0  # how often the actor re-queues runs of dead workers and tops up t
 STORE_METHODS = frozenset({
     "insert", "get", "list", "queue_order", "claim", "renew", "progress", "finish", "requeue",
     "request_stop", "move_to_front", "set_slots", "slots", "reserve", "release", "reserved",
-    "remove", "requeue_dead", "prepare_hints", "hint_prepare"})
+    "remove", "requeue_dead", "prepare_hints", "hint_prepare", "reservations", "notices", "activity"})
 NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "glusterfs",
                        "lustre", "ceph", "fuse.ceph", "beegfs", "gpfs", "fuse.s3fs", "fuse.gcsfuse",
                        "fuse.juicefs", "afs", "davfs")
@@ -272,8 +272,8 @@ class RayRunStore:
     def claim(self, worker, run_id=None):
         return self._call("claim", worker, run_id)
 
-    def renew(self, run_id, worker):
-        return self._call("renew", run_id, worker)
+    def renew(self, run_id, worker, attempt=None):
+        return self._call("renew", run_id, worker, attempt)
 
     def progress(self, run_id, worker, **fields):
         return self._call("progress", run_id, worker, **fields)
@@ -304,6 +304,15 @@ class RayRunStore:
 
     def reserved(self):
         return self._call("reserved")
+
+    def reservations(self):
+        return self._call("reservations")
+
+    def activity(self):
+        return self._call("activity")
+
+    def notices(self):
+        return self._call("notices")
 
     def remove(self, run_id):
         return self._call("remove", run_id)

@@ -24,7 +24,7 @@ from .. import paths
 from .budget import check_training, estimate
 from .config import TrainConfig
 from .jobs import JobSnapshot
-from .store import ACTIVE, NewRun, Quota, RunStore, new_run_id
+from .store import ACTIVE, NewRun, Quota, RunStore, StoreUnavailable, new_run_id
 
 _SNAPSHOTS: dict[tuple[str, float], list] = {}
 _SNAPSHOTS_LOCK = threading.Lock()
@@ -118,21 +118,61 @@ class RunJob:
 
 
 class RunManager:
+    """``supervise``: a thread of this process keeps the executor's workers (``executor.keep``,
+    about every quarter lease): as many as queued runs can use, a spare one while pages are
+    used, a dead worker's run back in the queue and another worker for it — from the moment the
+    manager exists (the app makes it when its server starts: ``ui.server``), page visit or not."""
+
     def __init__(self, store: RunStore, executor=None, max_concurrent: int = 1,
                  torch_threads: int | None = None, *, per_owner: int | None = None,
                  max_seconds: float | None = None, check_budget: bool = False,
-                 quota: Quota | None = None):
+                 quota: Quota | None = None, supervise: bool = False):
         if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or max_concurrent < 1:
             raise ValueError(f"max_concurrent={max_concurrent!r} must be a whole number >= 1")
         self.store, self.executor = store, executor
         self.max_concurrent, self.per_owner = max_concurrent, per_owner
         self.max_seconds, self.check_budget, self.quota = max_seconds, check_budget, quota
         self.torch_threads = torch_threads or 1
-        store.set_slots(max_concurrent)
+        self._closing = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        try:
+            store.set_slots(max_concurrent)
+        except StoreUnavailable:
+            pass  # set again with the next submit; the pages say what is wrong with the store
+        if supervise:
+            self.supervise()
+
+    # -- supervision -----------------------------------------------------------------------------
+    def supervise(self, every: float | None = None) -> None:
+        """Start the supervision thread (once)."""
+        if self._supervisor is not None:
+            return
+        every = every or max(0.1, min(1.0, self.store.lease_s / 4))
+
+        def loop() -> None:
+            while not self._closing.wait(every):
+                keep = getattr(self.executor, "keep", None)
+                if keep is None or not hasattr(self.store, "activity"):
+                    continue
+                try:
+                    keep(self.store.activity())
+                except StoreUnavailable:
+                    pass  # the pages and the workers' log say why; tried again next tick
+                except Exception:  # noqa: BLE001 - supervision outlives any one fault
+                    import traceback
+
+                    traceback.print_exc()
+
+        self._supervisor = threading.Thread(target=loop, daemon=True, name="tfviz-runs-supervisor")
+        self._supervisor.start()
+
+    def close(self) -> None:
+        """Stop supervising (the workers and their runs go on)."""
+        self._closing.set()
 
     # -- submitting -----------------------------------------------------------------------------
     def _new_run(self, model_config, task, train_config, *, checkpoint=None, resume=None, init=None,
-                 owner=None, name=None) -> NewRun:
+                 owner=None, name=None, client=None) -> NewRun:
         from ..model.families import config_from_dict
 
         if resume is not None and init is not None:
@@ -163,10 +203,10 @@ class RunManager:
                 "check_budget": self.check_budget, "torch_threads": self.torch_threads}
         reserve = estimate(sized, train_config).checkpoint if sized is not None and self.quota else 0
         return NewRun(run_id, owner, name or f"job-{run_id[:6]}", spec, train_config.steps, reserve,
-                      str(checkpoint))
+                      str(checkpoint), client)
 
     def _queue(self, runs: list[NewRun]) -> list[str]:
-        self.store.set_slots(self.max_concurrent)
+        self.store.set_slots(self.max_concurrent)  # (StoreUnavailable: the store's fault, as a sentence)
         self.store.insert(runs, per_owner=self.per_owner, quota=self.quota)
         if self.executor is not None:
             for r in runs:
@@ -174,16 +214,22 @@ class RunManager:
         return [r.id for r in runs]
 
     def submit(self, model_config, task, train_config=None, *, checkpoint=None, resume=None,
-               init=None, owner: str | None = None, name: str | None = None) -> str:
-        """Queue a run and return its id (``JobManager.submit``'s arguments). JobLimitError,
-        BudgetError, QuotaError (all ValueErrors) say why nothing was queued."""
+               init=None, owner: str | None = None, name: str | None = None,
+               client: str | None = None) -> str:
+        """Queue a run and return its id (``JobManager.submit``'s arguments; ``client``: the
+        student behind the owning session, whose tabs share one limit and one fair share).
+        JobLimitError, BudgetError, QuotaError, StoreUnavailable (all ValueErrors) say why
+        nothing was queued."""
         return self._queue([self._new_run(model_config, task, train_config, checkpoint=checkpoint,
-                                          resume=resume, init=init, owner=owner, name=name)])[0]
+                                          resume=resume, init=init, owner=owner, name=name,
+                                          client=client)])[0]
 
-    def submit_group(self, runs: list[dict[str, Any]], task, *, owner: str | None = None) -> list[str]:
+    def submit_group(self, runs: list[dict[str, Any]], task, *, owner: str | None = None,
+                     client: str | None = None) -> list[str]:
         """Several runs of one owner, all or none (the owner's limit and the quota count all)."""
         return self._queue([self._new_run(r["model_config"], task, r.get("train_config"),
-                                          checkpoint=r.get("checkpoint"), owner=owner, name=r.get("name"))
+                                          checkpoint=r.get("checkpoint"), owner=owner, name=r.get("name"),
+                                          client=client)
                             for r in runs])
 
     def free_slots(self, owner: str | None) -> int | None:
@@ -231,6 +277,7 @@ class RunManager:
 
     def shutdown(self, timeout: float | None = 30.0) -> None:
         """Stop every active run and wait (the executor's workers keep serving other managers)."""
+        self.close()
         for job in self.jobs():
             if job.state in ACTIVE:
                 self.stop(job.id)

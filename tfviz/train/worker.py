@@ -11,18 +11,19 @@ from its last complete checkpoint, finishing with as many steps as an uninterrup
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
-import socket
+import stat
+import sys
 import threading
 import time
 import traceback
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
 from .. import limits
-from .store import SqliteRunStore
+from .store import ATTEMPTS_DIR, SqliteRunStore, attempt_files, attempt_path, worker_id
 
 FLUSH_S = 0.5  # progress reaches the store at most this often (the first loss point at once)
 
@@ -49,37 +50,141 @@ def _build_task(spec: dict, open_folder):
 
 
 def _sweep_own_temps(checkpoint: Path) -> None:
-    """Temp files an earlier, killed attempt of this run left beside its checkpoint (its worker
-    is gone: nobody else writes them)."""
-    for tmp in checkpoint.parent.glob(f".{checkpoint.name}.*.tmp"):
-        tmp.unlink(missing_ok=True)
-    for tmp in checkpoint.parent.glob(f".{checkpoint.with_suffix('.json').name}.*.tmp"):
-        tmp.unlink(missing_ok=True)
+    """Temp files an earlier, killed attempt of this run left beside its checkpoint or its attempt
+    files (that worker is gone, or has lost the run: its writes no longer count)."""
+    for folder in (checkpoint.parent, checkpoint.parent / ATTEMPTS_DIR):
+        for pattern in (f".{checkpoint.stem}.*.tmp",):
+            for tmp in folder.glob(pattern):
+                tmp.unlink(missing_ok=True)
+
+
+def log(worker: str, message: str) -> None:
+    """One line on stderr: the executor sends it to ``workers.log``, which the teacher's panel
+    shows. (On a full disk the line itself may not be written: the panel then says so.)"""
+    try:
+        pid = worker.split(":")[1] if worker.count(":") >= 2 else worker
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} worker {pid}: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+class Backoff:
+    """Waits that double (``first`` .. ``most`` seconds) while the run store cannot be written,
+    each new fault (or each doubling) logged once; ``ok()`` when it answers again."""
+
+    def __init__(self, worker: str, first: float = 0.5, most: float = 30.0):
+        self.worker, self.first, self.most = worker, first, most
+        self.delay, self.said = 0.0, ""
+
+    def failed(self, doing: str, e: BaseException) -> float:
+        self.delay = self.first if not self.delay else min(self.most, 2 * self.delay)
+        said = f"cannot {doing}: {e}"
+        if said != self.said or self.delay < self.most:
+            log(self.worker, f"{said}; trying again in {self.delay:g} s")
+            self.said = said
+        return self.delay
+
+    def ok(self) -> None:
+        if self.delay:
+            log(self.worker, "the run store answers again")
+        self.delay, self.said = 0.0, ""
 
 
 class _Heartbeat(threading.Thread):
-    """Renews the run's lease every second and keeps the store's word: stop, pause or lost."""
+    """Renews the run's lease every second (on connections of its own, which wait at most a third
+    of the lease for a lock) and keeps the store's word: stop, pause, yield or lost."""
 
-    def __init__(self, store: SqliteRunStore, run_id: str, worker: str):
+    def __init__(self, store, run_id: str, worker: str, attempt: int | None = None):
         super().__init__(daemon=True, name=f"tfviz-heartbeat-{run_id}")
-        self.store, self.run_id, self.worker = store, run_id, worker
+        own = getattr(store, "_for_heartbeat", None)  # SqliteRunStore's: connections of its own
+        self.store = own() if own is not None else store
+        self.run_id, self.worker, self.attempt = run_id, worker, attempt
         self.directive: str | None = None
         self.done = threading.Event()
+        self.backoff = Backoff(worker)
 
     def run(self) -> None:
         every = min(1.0, self.store.lease_s / 3)
         while not self.done.wait(every):
             try:
-                said = self.store.renew(self.run_id, self.worker)
-            except Exception:  # noqa: BLE001 - a busy database: try again next beat
+                said = (self.store.renew(self.run_id, self.worker) if self.attempt is None
+                        else self.store.renew(self.run_id, self.worker, self.attempt))
+            except Exception as e:  # noqa: BLE001 - a locked, read-only or full store: next beat
+                self.backoff.failed(f"renew the lease of run {self.run_id}", e)
                 continue
+            self.backoff.ok()
             if said is not None and self.directive is None:
                 self.directive = said
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
 
 
-def run_one(store: SqliteRunStore, worker: str, rec: dict[str, Any],
+def _disk_full(e: BaseException) -> bool:
+    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "No space left on device" in str(e)
+
+
+def _retry(call: Callable[[], Any], backoff: Backoff, doing: str, stopping: threading.Event | None,
+           give_up_s: float = 10.0) -> Any:
+    """``call()`` until the store takes it (a locked, read-only or full store: wait and try again,
+    logging); after ``give_up_s`` once ``stopping`` is set, give up (-> None): the record stays
+    as it was and the run resumes from its last checkpoint when the store answers again."""
+    from .store import StoreUnavailable
+
+    since = None
+    while True:
+        try:
+            out = call()
+            backoff.ok()
+            return out
+        except StoreUnavailable as e:
+            wait = backoff.failed(doing, e)
+        if stopping is not None and stopping.is_set():
+            since = since or time.monotonic()
+            if time.monotonic() - since > give_up_s:
+                log(backoff.worker, f"gave up trying to {doing}: the worker is shutting down")
+                return None
+        if stopping is None or stopping.is_set():
+            time.sleep(min(wait, 1.0) if stopping is not None else wait)
+        else:
+            stopping.wait(wait)
+
+
+def _drop_attempt(store, run_id: str, mine: Path) -> None:
+    """After losing a run: remove this attempt's file unless the record still names it (another
+    worker may be resuming from it); a record that cannot be read keeps it (the sweep of
+    ``tfviz.classroom.disk`` removes it later)."""
+    try:
+        rec = store.get(run_id)
+    except Exception:  # noqa: BLE001
+        return
+    if rec.get("state") not in ("queued", "running") or str(mine) not in (rec.get("checkpoint"),
+                                                                          rec.get("resume_from")):
+        mine.unlink(missing_ok=True)
+        mine.with_suffix(".json").unlink(missing_ok=True)
+
+
+def _resume_source(rec: dict[str, Any], spec: dict[str, Any]) -> Path | None:
+    """Where this attempt continues from: the record's resume point, else its last recorded
+    checkpoint, else (a publish whose record was not written) the run's own checkpoint; a
+    first attempt: the checkpoint the run was asked to resume (``spec["resume"]``)."""
+    later = int(rec.get("attempts") or 0) > 1 or rec.get("resume_from")
+    candidates = [rec.get("resume_from"), rec.get("checkpoint")] if later else []
+    candidates += [spec.get("resume")] + ([spec.get("checkpoint")] if later else [])
+    for c in candidates:
+        if c and Path(c).is_file():
+            return Path(c)
+    return None
+
+
+def run_one(store, worker: str, rec: dict[str, Any],
             open_folder: Callable[[Any], Any] | None = None, stopping: threading.Event | None = None) -> str:
-    """Train the claimed run ``rec`` to its end (or until asked to stop / pause) -> its state."""
+    """Train the claimed run ``rec`` to its end (or until asked to stop / pause) -> its state
+    ("lost": another attempt holds it now; nothing of this one was written to its record).
+
+    Fenced: the attempt number of the claim goes with every write to the store, and the run
+    trains into its attempt's own file (``store.attempt_path``), which ``finish`` publishes onto
+    the run's checkpoint only while this attempt still holds the run."""
     import torch
 
     from ..model.families import config_from_dict
@@ -89,24 +194,38 @@ def run_one(store: SqliteRunStore, worker: str, rec: dict[str, Any],
     from .jobs import _init_model
     from .loop import train
     from .setup import new_model
+    from .store import StoreUnavailable
 
     run_id, spec = rec["id"], rec["spec"]
-    beat = _Heartbeat(store, run_id, worker)
+    attempt = int(rec.get("attempts") or 0) or None
+    final = Path(spec["checkpoint"])
+    mine = attempt_path(final, attempt) if attempt is not None else final
+    beat = _Heartbeat(store, run_id, worker, attempt)
     beat.start()
+    backoff = Backoff(worker)
     history: list[dict] = list(rec["history"])
     state = {"step": rec["step"], "n_snapshots": rec["n_snapshots"], "checkpoint": rec["checkpoint"],
-             "flushed": 0.0, "first": True}
+             "flushed": 0.0, "first": True, "saved_step": None}
     t_attempt = time.monotonic()
 
     def ran() -> float:
         return rec["ran_s"] + time.monotonic() - t_attempt
 
-    def flush(force: bool = False) -> None:
+    def flush(force: bool = False) -> bool:
         now = time.monotonic()
-        if force or state["first"] or now - state["flushed"] >= FLUSH_S:
-            store.progress(run_id, worker, step=state["step"], history=history,
-                           n_snapshots=state["n_snapshots"], checkpoint=state["checkpoint"], ran_s=ran())
-            state["flushed"], state["first"] = now, False
+        if not (force or state["first"] or now - state["flushed"] >= FLUSH_S):
+            return False
+        try:
+            held = store.progress(run_id, worker, attempt=attempt, step=state["step"], history=history,
+                                  n_snapshots=state["n_snapshots"], checkpoint=state["checkpoint"], ran_s=ran())
+        except StoreUnavailable as e:  # training goes on; the next flush tries again
+            backoff.failed(f"record the progress of run {run_id}", e)
+            return False
+        backoff.ok()
+        state["flushed"], state["first"] = now, False
+        if held is False and beat.directive is None:
+            beat.directive = "lost"
+        return held is not False
 
     def on_event(event) -> bool:
         nonlocal history
@@ -118,8 +237,12 @@ def run_one(store: SqliteRunStore, worker: str, rec: dict[str, Any],
         elif event.kind == "snapshot":
             state["n_snapshots"] += 1
         elif event.kind == "checkpoint":
-            state["checkpoint"] = str(event.path)
-        flush(force=event.kind == "checkpoint")
+            state["checkpoint"], state["saved_step"] = str(event.path), event.step
+        if flush(force=event.kind == "checkpoint") and event.kind == "checkpoint" and attempt is not None:
+            for n, old in attempt_files(final).items():  # the record names this attempt's file now
+                if n < attempt:
+                    old.unlink(missing_ok=True)
+                    old.with_suffix(".json").unlink(missing_ok=True)
         return False
 
     max_seconds = spec.get("max_seconds")
@@ -133,16 +256,30 @@ def run_one(store: SqliteRunStore, worker: str, rec: dict[str, Any],
             return True
         return False
 
+    def lost() -> str:
+        if attempt is not None:
+            _drop_attempt(store, run_id, mine)
+        return "lost"
+
+    def end(state_: str, **fields) -> str:
+        held = _retry(lambda: store.finish(run_id, worker, state_, attempt=attempt,
+                                           publish=None if attempt is None else (str(mine), str(final)),
+                                           **fields),
+                      backoff, f"record the end of run {run_id}", stopping)
+        return lost() if held is False else state_
+
     try:
         torch.set_num_threads(int(spec.get("torch_threads") or 1))
         cfg = TrainConfig.from_dict(spec["train_config"])
-        ckpt = Path(spec["checkpoint"])
-        if rec["attempts"] > 1:
-            _sweep_own_temps(ckpt)
+        if int(rec.get("attempts") or 0) > 1:
+            _sweep_own_temps(final)
+        if attempt is not None:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            mine.parent.mkdir(mode=stat.S_IMODE(os.stat(final.parent).st_mode), exist_ok=True)
         task = _build_task(spec, open_folder)
         resume = None
-        source = rec.get("resume_from") or spec.get("resume")
-        if source and Path(source).is_file():
+        source = _resume_source(rec, spec)
+        if source is not None:
             resume = load_checkpoint(source)
             if resume.train_state is None:
                 resume = None
@@ -160,8 +297,10 @@ def run_one(store: SqliteRunStore, worker: str, rec: dict[str, Any],
                 check_training(config, cfg)
             model = new_model(config, cfg.seed)
             history, state["step"], state["n_snapshots"] = [], 0, 0
-        result = train(model, task, cfg, [on_event], checkpoint=ckpt, resume=resume, stop=stop,
-                       checkpoint_seconds=limits.checkpoint_seconds())
+        identity = {"id": run_id, "name": rec["name"], "created": rec["created"],
+                    **{k: spec.get(k) for k in ("init", "resume", "max_seconds", "check_budget", "torch_threads")}}
+        result = train(model, task, cfg, [on_event], checkpoint=mine, resume=resume, stop=stop,
+                       checkpoint_seconds=limits.checkpoint_seconds(), extra={"run": identity})
         beat.done.set()
         state["step"] = result.step
         if result.checkpoint:
@@ -169,30 +308,40 @@ def run_one(store: SqliteRunStore, worker: str, rec: dict[str, Any],
         fields = dict(step=state["step"], history=history, n_snapshots=state["n_snapshots"],
                       checkpoint=state["checkpoint"], ran_s=ran())
         said = beat.directive
-        if result.status == "stopped" and (said == "pause" or (stopping is not None and stopping.is_set()
-                                                               and said != "stop")):
-            why = ("paused to give another session's waiting run a slot" if said == "pause"
-                   else "paused: its worker was shut down")
-            store.requeue(run_id, worker, message=f"{why}; it resumes from step {result.step}", **fields)
-            return "queued"
         if said == "lost":
-            return "lost"
-        final = {"done": "done", "stopped": "stopped"}.get(result.status, "failed")
+            return lost()
+        if result.status == "stopped" and (said in ("pause", "yield") or (
+                stopping is not None and stopping.is_set() and said != "stop")):
+            why = {"pause": "paused to give another session's waiting run a slot",
+                   "yield": "paused so that the run your teacher started next could train"
+                   }.get(said, "paused: its worker was shut down")
+            held = _retry(lambda: store.requeue(run_id, worker, attempt=attempt,
+                                                message=f"{why}; it resumes from step {result.step}", **fields),
+                          backoff, f"put run {run_id} back in the queue", stopping)
+            return lost() if held is False else "queued"
+        final_state = {"done": "done", "stopped": "stopped"}.get(result.status, "failed")
         message = result.message
         if timed_out and result.status == "stopped":
             minutes = max_seconds / 60
             message = (f"{message}: a training may run {minutes:g} minute{'s' if minutes != 1 else ''} "
                        "on this server (TFVIZ_JOB_MAX_MINUTES); what it learned so far is saved")
-        store.finish(run_id, worker, final, message=message,
-                     error=None if result.ok else result.message, **fields)
-        return final
+        return end(final_state, message=message, error=None if result.ok else result.message, **fields)
     except Exception as e:  # noqa: BLE001 - a failing run must not take the worker down
         beat.done.set()
-        error = str(e) if isinstance(e, BudgetError) else f"{type(e).__name__}: {e}"
-        store.finish(run_id, worker, "failed", error=error, message=error, step=state["step"],
-                     history=history)
+        if _disk_full(e):
+            kept = (f"its checkpoint of step {state['saved_step']} is kept" if state["saved_step"] is not None
+                    else "nothing of it had been saved yet")
+            error = (f"the disk is full: its checkpoint could not be written at step {state['step']} "
+                     f"(No space left on device); {kept}. Ask your teacher to free space on the "
+                     "server, then start it again")
+        else:
+            error = str(e) if isinstance(e, BudgetError) else f"{type(e).__name__}: {e}"
+        log(worker, f"run {run_id} failed: {error}")
         traceback.print_exc()
-        return "failed"
+        if beat.directive == "lost":
+            return lost()
+        return end("failed", error=error, message=error, step=state["step"], history=history,
+                   checkpoint=state["checkpoint"])
     finally:
         beat.done.set()
 
@@ -232,24 +381,43 @@ def serve(db: str | os.PathLike, *, open_folder=None, idle_s: float | None = Non
     after ``parent`` (the process that started it) has gone, or SIGTERM (a running run is paused:
     checkpointed and queued again), or ``stopping`` set. ``once``: one run, then return. -> runs
     trained."""
+    from .store import StoreUnavailable
+
     store = SqliteRunStore(db)
-    worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    worker = worker_id()
     idle_s = limits.worker_idle_seconds() if idle_s is None else idle_s
     stopping = stopping or threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     warm_up()
+    log(worker, "ready: waiting for runs")
+    backoff = Backoff(worker)
     last, n, prepared = time.monotonic(), 0, []
     while not stopping.is_set():
-        rec = store.claim(worker)
+        try:
+            rec = store.claim(worker)
+        except StoreUnavailable as e:  # locked, read-only, a full disk: wait, say so, try again
+            rec, wait = None, backoff.failed("claim a run", e)
+        except Exception as e:  # noqa: BLE001 - never die silently: the log says why
+            rec, wait = None, backoff.failed("claim a run", e)
+            traceback.print_exc()
+        else:
+            backoff.ok()
+            wait = poll_s
         if rec is not None:
-            run_one(store, worker, rec, open_folder, stopping)
+            try:
+                run_one(store, worker, rec, open_folder, stopping)
+            except Exception as e:  # noqa: BLE001 - run_one reports its own; this is a bug's trace
+                log(worker, f"run {rec['id']}: {type(e).__name__}: {e}")
+                traceback.print_exc()
             n, last = n + 1, time.monotonic()
             if once:
                 break
             continue
         if time.monotonic() - last > idle_s or (parent is not None and os.getppid() != parent):
+            log(worker, "idle: exiting" if time.monotonic() - last > idle_s else "its server is gone: exiting")
             break
-        _prepare(store, prepared)
-        stopping.wait(poll_s)
+        if not backoff.delay:
+            _prepare(store, prepared)
+        stopping.wait(wait)
     return n
