@@ -7,7 +7,7 @@ from tfviz import viz
 from tfviz.analysis import compare as cmp
 from tfviz.analysis.positional import compare_lengths, train_length
 from tfviz.tasks import TASKS, cached_task
-from tfviz.train.pairs import DEFAULT_VALUES, MAX_RUNS, QUICK_STEPS, SETTINGS, parse_values, preset_pair
+from tfviz.train.pairs import DEFAULT_VALUES, MAX_RUNS, SETTINGS, parse_values, preset_pair
 from ui import cache
 from ui import compare as uc
 from ui.figures import show
@@ -57,11 +57,14 @@ with pair:
                + (f" On this server a session trains at most {most} runs at once "
                   "(TFVIZ_JOBS_PER_SESSION)." if most is not None and most < MAX_RUNS else ""))
     (a, b), (c, d) = st.columns([1, 2]), st.columns(2)  # four in a row cut the setting's name
-    task_name = choice(a, "Task", list(TASKS), "pair_task", "lm")
+    task_name = choice(a, "Task", list(TASKS), "pair_task", "lm", on_change=uc.pair_steps_default)
     setting = choice(b, "Setting that differs", list(SETTINGS), "pair_setting", "norm",
                      format_func=lambda s: SETTINGS[s].title)
     text = c.text_input("Values (comma-separated)", DEFAULT_VALUES[setting], key=f"pair_values_{setting}")
-    steps = d.number_input("Steps", 10, 2000, QUICK_STEPS, key="pair_steps")
+    if "pair_steps" not in st.session_state:  # the task's Train preset (on a task change too)
+        uc.pair_steps_default()
+    steps = d.number_input("Steps", 10, uc.PAIR_MAX_STEPS, key="pair_steps",
+                           help="Each run's steps; the default is the Train page's preset for the task")
     if st.button("Train the pair", key="pair_start", type="primary"):
         try:
             task = cached_task({"name": task_name})

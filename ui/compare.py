@@ -3,6 +3,8 @@ model's path and mtime, like ``ui.cache``), and the "train a pair" form's jobs. 
 from ``tfviz.analysis.compare`` (and the bench's step time); nothing here computes them."""
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 from tfviz.analysis import compare as cmp
@@ -14,6 +16,7 @@ from .models import load_model, locked
 from .widgets import choice
 
 PAIR_JOBS = "_cmp_pair_jobs"  # session state: the job ids of the pair this session started last
+PAIR_FILE = "pair.json"  # the same ids in the session's folder: a reopened URL finds its pair again
 
 
 def _keys(named: dict) -> tuple:
@@ -183,7 +186,38 @@ def start_pair(runs, task) -> list[str]:
     ids = submit_pair(job_manager(), runs, task, owner=session_id(), directory=trained_dir(),
                       names=names)
     st.session_state[PAIR_JOBS] = ids
+    from tfviz.storage import atomic_write
+
+    atomic_write(trained_dir().parent / PAIR_FILE, json.dumps({"jobs": ids}).encode())
     return ids
+
+
+def _saved_pair() -> list[str]:
+    """The pair's job ids kept in the session's folder ([] when none, or unreadable)."""
+    from tfviz.storage import CheckpointError, read_json
+
+    path = trained_dir().parent / PAIR_FILE
+    if not path.is_file():
+        return []
+    try:
+        ids = read_json(path, "the pair's record", max_bytes=4096, max_containers=4).get("jobs")
+    except (CheckpointError, AttributeError):
+        return []
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+
+
+def pair_steps_default() -> None:
+    """The pair's Steps: the Train page's preset of the pair's task (100 steps left coref at 0.24
+    / 0.14 accuracy: a pair of untrained models); set when the task changes (on_change) and when
+    the box is new."""
+    from tfviz.train.presets import QUICK
+
+    ss = st.session_state
+    if ss.get("pair_task") in QUICK:
+        ss["pair_steps"] = min(QUICK[ss["pair_task"]].train.steps, PAIR_MAX_STEPS)
+
+
+PAIR_MAX_STEPS = 2000  # the pair form's Steps box
 
 
 def runs_allowed() -> int | None:
@@ -193,7 +227,9 @@ def runs_allowed() -> int | None:
 
 def pair_jobs() -> list:
     """The jobs of the pair this session started last (those still known to the server)."""
-    ids = set(st.session_state.get(PAIR_JOBS, ()))
+    if PAIR_JOBS not in st.session_state:  # a new tab on this session's URL
+        st.session_state[PAIR_JOBS] = _saved_pair()
+    ids = set(st.session_state[PAIR_JOBS])
     return [j for j in my_jobs() if j.id in ids]
 
 
