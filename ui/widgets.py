@@ -125,6 +125,17 @@ def column_pairs(n: int) -> list:
     return [c for _ in range((n + 1) // 2) for c in st.columns(2)][:n]
 
 
+CELL_PX = 470  # two cells a row from a 1440 px screen (main column 980 px), one on a 1024 px one (564)
+
+
+def chart_cells(n: int, width: int = CELL_PX) -> list:
+    """``n`` containers ``width`` px wide in a row that wraps: side by side where the page is wide
+    enough, one under another where not (at 1024 px two columns of 274 px cut the charts'
+    titles and axis titles). Each is a context manager, like a column."""
+    row = st.container(horizontal=True, gap="medium")
+    return [row.container(width=width) for _ in range(n)]
+
+
 def metric_row(*items) -> None:
     """One row of ``st.metric`` boxes: each item (label, value) or (label, value, keywords such
     as help / delta)."""
