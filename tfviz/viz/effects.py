@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .theme import HEAD_COLOURS, apply_theme, attention_colour, cell_size, diverging_colour, show_token
+from .theme import HEAD_COLOURS, apply_theme, attention_colour, cell_size, diverging_colour, show_token, titled
 
 
 def _head_labels(L: int, H: int) -> tuple[list[str], list[str]]:
@@ -42,8 +42,9 @@ def effect_heatmap(change, *, metric: str, baseline: float, higher: bool = True,
     fig.update_yaxes(autorange="reversed", title=dict(text="layer"))
     fig.update_xaxes(title=dict(text=f"head (switched off; {worse} = worse)"), side="bottom")
     size = cell_size(max(L, H), lo=22, hi=44, target=520)
-    return apply_theme(fig, title=title or f"What switching each head off does to {metric}",
-                       height=max(260, 150 + size * L), width=max(420, 180 + size * H))
+    titled(fig, title or f"What switching each head off does to {metric}")
+    return apply_theme(fig, height=max(260, 150 + size * L + fig.layout.margin.t - 60),
+                       width=max(420, 180 + size * H))
 
 
 def pattern_vs_effect(names: Sequence[str], pattern, change, *, pattern_name: str, metric: str,
@@ -72,7 +73,8 @@ def pattern_vs_effect(names: Sequence[str], pattern, change, *, pattern_name: st
     fig.update_xaxes(title=dict(text=f"pattern: {pattern_name}"), range=_padded(x))
     fig.update_yaxes(title=dict(text=f"effect: Δ {metric}<br>with the head off"), range=_padded(y))
     fig.update_layout(legend=dict(orientation="h", y=-0.22))
-    return apply_theme(fig, title=title or "Pattern vs effect", height=460, width=720)
+    titled(fig, title or "Pattern vs effect")
+    return apply_theme(fig, height=460 + fig.layout.margin.t - 60, width=720)
 
 
 # The smallest plot area the scatter is drawn in (a 1024 px screen, one chart per row): labels
