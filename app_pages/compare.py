@@ -6,6 +6,7 @@ import streamlit as st
 from tfviz import viz
 from tfviz.analysis import compare as cmp
 from tfviz.analysis.positional import compare_lengths, train_length
+from tfviz.bench.measure import STEP_WARMUP
 from tfviz.tasks import TASKS, cached_task
 from tfviz.train.pairs import DEFAULT_VALUES, MAX_RUNS, SETTINGS, parse_values, preset_pair
 from ui import cache
@@ -132,4 +133,5 @@ with side:
     st.caption("KV cache: bytes the self-attention keys and values take for this input (float32, "
                "batch 1); for a recurrent network, its hidden (and LSTM cell) state, the same at any "
                "length. Step time: one forward + backward on this input, measured now on this "
-               "server (median of 3; other sessions' load counts).")
+               f"server: {STEP_WARMUP} untimed warm-up steps of each model first (the first steps "
+               "pay one-off costs), then the median of 3 taken in turn; other sessions' load counts.")

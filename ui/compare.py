@@ -148,23 +148,22 @@ def lengths(named: dict, lengths_) -> "pd.DataFrame":  # noqa: F821
 
 @st.cache_data(max_entries=16, show_spinner="Timing a training step of each model…")
 def _cost(keys: tuple, ids: tuple, src: tuple | None, _named: dict):
-    from tfviz.bench.measure import step_seconds
+    from tfviz.bench.measure import step_times
 
     df = cmp.cost_frame(_models(_named), pos=len(ids))
     batch = cmp.next_token_batch(list(ids), src)
-    times = []
-    for lm in _named.values():
-        with lm.lock:
-            times.append(step_seconds(lm.model, cmp.model_inputs(lm.model, batch), batch.targets,
-                                      repeats=3))
+    with locked(_named.values()):  # warm-up steps first, then the timed ones in turn (step_times)
+        times = step_times([(lm.model, cmp.model_inputs(lm.model, batch), batch.targets)
+                            for lm in _named.values()], repeats=3)
     df["step_ms"] = [1000 * t for t in times]
     return df
 
 
 def cost(named: dict, ids, src=None) -> "pd.DataFrame":  # noqa: F821
     """Parameters, KV-cache bytes at the input's length, and a measured training step (forward +
-    backward on the one input — with its source ``src`` for encoder-decoders —, median of 3, this
-    server's CPU/GPU under its current load)."""
+    backward on the one input — with its source ``src`` for encoder-decoders —; after untimed
+    warm-up steps of every model, the median of 3 taken in turn; this server's CPU/GPU under its
+    current load: ``tfviz.bench.measure.step_times``)."""
     return _cost(_keys(named), tuple(ids), None if src is None else tuple(src), named)
 
 
