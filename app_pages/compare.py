@@ -54,22 +54,22 @@ def attention_panels(named: dict, inp, task) -> None:
 with pair:
     most = uc.runs_allowed()
     st.caption("2-4 runs on one task that differ in exactly one setting — the same seed, batches "
-               "in the same order, steps — queued fairly with the class's other trainings."
+               "in the same order, steps; each otherwise the task's Train preset (its model and, by "
+               "default, its steps) — queued fairly with the class's other trainings."
                + (f" On this server a session trains at most {most} runs at once "
                   "(TFVIZ_JOBS_PER_SESSION)." if most is not None and most < MAX_RUNS else ""))
     (a, b), (c, d) = st.columns([1, 2]), st.columns(2)  # four in a row cut the setting's name
-    task_name = choice(a, "Task", list(TASKS), "pair_task", "lm", on_change=uc.pair_steps_default)
+    task_name = choice(a, "Task", list(TASKS), "pair_task", "lm")
     setting = choice(b, "Setting that differs", list(SETTINGS), "pair_setting", "norm",
                      format_func=lambda s: SETTINGS[s].title)
     text = c.text_input("Values (comma-separated)", DEFAULT_VALUES[setting], key=f"pair_values_{setting}")
-    if "pair_steps" not in st.session_state:  # the task's Train preset (on a task change too)
-        uc.pair_steps_default()
-    steps = d.number_input("Steps", 10, uc.PAIR_MAX_STEPS, key="pair_steps",
+    steps = d.number_input("Steps", 10, uc.PAIR_MAX_STEPS, uc.pair_steps(task_name), key=f"pair_steps_{task_name}",
                            help="Each run's steps; the default is the Train page's preset for the task")
     if st.button("Train the pair", key="pair_start", type="primary"):
         try:
             task = cached_task({"name": task_name})
-            uc.start_pair(preset_pair(task, setting, parse_values(setting, text), steps=int(steps)), task)
+            uc.start_pair(preset_pair(task, setting, parse_values(setting, text), steps=int(steps),
+                                      d_model=None), task)  # the Train preset's width and steps
         except ValueError as e:  # bad values, two differences, the session's job limit, memory
             st.error(str(e))
     uc.pair_progress()

@@ -8,6 +8,7 @@ from tfviz.model.config import ARCHS, POS_SCHEMES
 from tfviz.model.families import KIND_LABELS
 from tfviz.model.recurrent import ARCHS as RECURRENT_ARCHS
 from tfviz.tasks import TASKS
+from tfviz.train.config import MAX_LR
 from tfviz.train.presets import claim_for, kinds_for
 from ui import finetune, train_state as ts
 from ui.figures import charts_later, show
@@ -36,7 +37,7 @@ with left:
     st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim_for(pre)}")
     # Not an st.form: Enter in a form's field submits it (Enter in Steps or Name started a run).
     # Each field keeps its value in the form as it changes; only the button starts a run.
-    with st.container(border=True):
+    with st.container(border=True, key="train_form"):  # tests find it as .st-key-train_form
         archs = [x for x in ARCHS if x in task_cls.archs and (not recurrent or x in RECURRENT_ARCHS)]
         ts.pick(st, "Architecture", archs, "arch")  # full width: "encoder-decoder" was cut at 1024
         if not recurrent:
@@ -66,7 +67,7 @@ with left:
         t1, t2 = st.columns(2)
         ts.number(t1, "Steps", 1, 1_000_000, "steps")
         ts.number(t2, "Batch size", 1, 4096, "batch_size")
-        ts.number(t1, "Learning rate", 0.0, 10.0, "lr", above=True, step=1e-4, format="%g")
+        ts.number(t1, "Learning rate", 0.0, MAX_LR, "lr", above=True, step=1e-4, format="%g")
         ts.number(t2, "Warmup steps", 0, 1_000_000, "warmup")
         ts.number(t1, "Seed", 0, 2**31 - 1, "seed")
         ts.text(t2, "Name", "name", max_chars=60)

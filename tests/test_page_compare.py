@@ -71,7 +71,7 @@ def test_models_that_share_nothing_are_refused(tiny_zoo) -> None:
 def test_train_a_pair_and_open_it(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
     at = open_page("compare", cmp_tab="Train a pair", pair_task="lm", pair_setting="n_layers",
-                   pair_steps=10)
+                   pair_steps_lm=10)  # the Steps box is one per task (issue 30)
     at.text_input(key="pair_values_n_layers").set_value("1, 2")
     at.button(key="pair_start").click().run()
     ok(at)
@@ -119,7 +119,7 @@ def test_every_settings_default_values_start_on_a_default_server(tmp_path, monke
 
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
     monkeypatch.delenv("TFVIZ_JOBS_PER_SESSION", raising=False)
-    at = open_page("compare", pair_steps=10)
+    at = open_page("compare", pair_steps_lm=10)  # one Steps box per task (issue 30)
     assert "at most 2 runs" in " ".join(c.value for c in at.caption)
     for setting in SETTINGS:
         at.session_state["pair_setting"] = setting
@@ -296,10 +296,10 @@ def test_the_pair_trains_to_the_presets_steps_and_is_found_again(tmp_path, monke
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
     at = open_page("compare", cmp_tab="Train a pair")
     assert at.selectbox(key="pair_task").value == "lm"
-    assert at.number_input(key="pair_steps").value == QUICK["lm"].train.steps
+    assert at.number_input(key="pair_steps_lm").value == QUICK["lm"].train.steps
     at.selectbox(key="pair_task").select("coref").run()
-    assert at.number_input(key="pair_steps").value == QUICK["coref"].train.steps == 400
-    at.number_input(key="pair_steps").set_value(10)  # a test's pair: quick
+    assert at.number_input(key="pair_steps_coref").value == QUICK["coref"].train.steps == 400
+    at.number_input(key="pair_steps_coref").set_value(10)  # a test's pair: quick
     at.button(key="pair_start").click().run()
     ok(at)
     status = next(c.value for c in at.caption if "coref-pre-norm" in c.value)

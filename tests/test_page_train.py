@@ -341,7 +341,7 @@ def test_recurrent_form_errors_and_the_memory_guard(models_dir, monkeypatch) -> 
 
 @pytest.mark.parametrize("values, message", [
     (dict(d_model=30), "not divisible by n_heads"),
-    (dict(lr=0.0), "**Learning rate** must be above 0 and at most 10 (it is 0)"),  # issue 30: the
+    (dict(lr=0.0), "**Learning rate** must be above 0 and at most 1 (it is 0)"),  # issue 30: the
     # form's label and range (was the config's "lr=0.0 must be above 0")
     (dict(warmup=50), "warmup=50 must be below steps"),
 ])
@@ -657,8 +657,8 @@ def test_the_form_survives_a_page_switch_and_edits_are_trained(queued_only) -> N
 
 
 @pytest.mark.parametrize("key, value, says", [
-    ("lr", 1e6, "**Learning rate** must be above 0 and at most 10 (it is 1,000,000)."),
-    ("lr", -1.0, "**Learning rate** must be above 0 and at most 10 (it is -1)."),
+    ("lr", 1e6, "**Learning rate** must be above 0 and at most 1 (it is 1,000,000)."),
+    ("lr", -1.0, "**Learning rate** must be above 0 and at most 1 (it is -1)."),
     ("steps", 10**9, "**Steps** must be from 1 to 1,000,000 (it is 1,000,000,000)."),
     ("d_model", 100_000, "**d_model** must be from 2 to 1,024 (it is 100,000)."),
     ("n_layers", 500, "**Layers** must be from 1 to 12 (it is 500)."),
@@ -675,7 +675,7 @@ def test_an_out_of_range_field_is_named_beside_start(queued_only, key, value, sa
     at.number_input(key=f"train_{key}").set_value(value).run()
     assert any(says in e.value for e in at.error), [e.value for e in at.error]
     at.button(key="train_start").click().run()
-    assert any(e.value.startswith("Not started.") and says in e.value for e in at.error)
+    assert any(e.value.startswith("Not started:") and says in e.value for e in at.error)
     assert not my_jobs(at)
     at.number_input(key=f"train_{key}").set_value(good).run()
     assert not at.error, [e.value for e in at.error]

@@ -205,15 +205,13 @@ def _saved_pair() -> list[str]:
     return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
 
 
-def pair_steps_default() -> None:
-    """The pair's Steps: the Train page's preset of the pair's task (100 steps left coref at 0.24
-    / 0.14 accuracy: a pair of untrained models); set when the task changes (on_change) and when
-    the box is new."""
+def pair_steps(task: str) -> int:
+    """The pair's default Steps: the Train page's preset of the pair's task (100 steps left coref
+    at 0.24 / 0.14 accuracy: a pair of untrained models). The box is one per task
+    (``pair_steps_<task>``), so each task opens at its own preset and keeps what was typed."""
     from tfviz.train.presets import QUICK
 
-    ss = st.session_state
-    if ss.get("pair_task") in QUICK:
-        ss["pair_steps"] = min(QUICK[ss["pair_task"]].train.steps, PAIR_MAX_STEPS)
+    return min(QUICK[task].train.steps, PAIR_MAX_STEPS) if task in QUICK else 100
 
 
 PAIR_MAX_STEPS = 2000  # the pair form's Steps box

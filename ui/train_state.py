@@ -307,7 +307,7 @@ def start_button(pre):
         if why:
             ss[REFUSAL] = (f"Not started: {why}", dict(f))
         if bad:
-            st.error("Not started. " + " ".join(bad))
+            st.error("Not started: " + " ".join(bad))
     elif bad:
         st.error("Start trains once these are fixed: " + " ".join(bad))
     refusal = ss.get(REFUSAL)
@@ -439,11 +439,12 @@ def metrics(job, s) -> None:
 
 
 def pick(where, label: str, options, key: str, on_change=None, **kw):
-    """The form's selectbox for field ``key`` (its value kept in the form, see ``FORM``); the
-    form follows a kept value that is no longer an option (``choice`` shows the first)."""
-    value = choice(where, label, options, P + key, on_change=on_change or commit, args=(key,), **kw)
-    form()[key] = value
-    return value
+    """The form's selectbox for field ``key`` (its value kept in the form, see ``FORM``); a kept
+    value that is no longer an option becomes the first one, in the form too."""
+    options, f = list(options), form()
+    if f[key] not in options:
+        f[key] = st.session_state[P + key] = options[0]
+    return where.selectbox(label, options, key=P + key, on_change=on_change or commit, args=(key,), **kw)
 
 
 def number(where, label: str, lo, hi, key: str, *, above: bool = False, **kw):

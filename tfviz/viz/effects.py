@@ -161,7 +161,7 @@ def position_effect_heatmap(values, tokens: Sequence[str], *, metric: str, basel
     fig = go.Figure(go.Heatmap(z=z, x=labels, y=[f"layer {l}" for l in range(L)], text=text,
                                hovertemplate="%{text}<extra></extra>", name=bar, xgap=1, ygap=1,
                                **diverging_colour(z, bar, limit=1.0 if bar == "share restored" else None)))
-    fig.update_yaxes(autorange="reversed", title=dict(text="residual stream entering layer"))
+    fig.update_yaxes(autorange="reversed", title=dict(text="layer"))  # longer, it ran into the title
     fig.update_xaxes(title=dict(text="position"), type="category", tickangle=-45)
     return apply_theme(fig, title=title or "Patching the residual stream, layer x position",
                        height=max(280, 170 + 34 * L), width=max(520, 140 + 30 * T))
@@ -191,7 +191,8 @@ def logit_lens_heatmap(probs, top_tokens, tokens: Sequence[str], *, track=None,
                                **attention_colour(what if track is not None else "p(top)")))
     fig.update_yaxes(autorange="reversed", type="category",
                      title=dict(text="position (predicting the next token)"))
-    fig.update_xaxes(type="category", side="top", title=dict(text="the residual stream read"))
+    fig.update_xaxes(type="category", side="top")  # the residual stream read: its names say it
+    fig.update_layout(margin=dict(t=90))
     return apply_theme(fig, title=title or "Logit lens: what each layer would predict",
                        height=max(300, 190 + 26 * T), width=max(560, 220 + 110 * R))
 
