@@ -555,7 +555,7 @@ def assert_trains_what_it_shows(form: dict, job) -> None:
         else:
             assert form[key] == value, (key, form[key], value)
     assert job.name in (form["name"], f"{form['name']}-2")
-    pre = presets_for(form["task"], form.get("device") == "cuda", form["kind"])[form["preset"]]
+    pre = presets_for(form["task"], "device" in form, form["kind"])[form["preset"]]  # shown with CUDA
     assert cached_task({"name": pre.task, **pre.task_params}).spec() == job.spec["task"]
     tc = job.spec["train_config"]
     assert (tc.eval_examples, tc.patience, tc.log_every) == (pre.train.eval_examples, pre.train.patience,
@@ -694,3 +694,29 @@ def test_a_refusal_goes_when_a_field_changes(queued_only) -> None:
     at.number_input(key="train_d_model").set_value(32).run()
     assert not at.error, [e.value for e in at.error]
     assert not my_jobs(at)
+
+
+def test_a_reopened_gpu_session_shows_its_gpu_run(queued_only, monkeypatch) -> None:
+    """Issue 30, item 1, on a server with a CUDA GPU (the form then offers the GPU preset, the
+    device and torch.compile): a session whose last run was the bigger GPU preset, compiled, opens
+    again on exactly that, and Start trains what it shows. (Runs stay queued: no GPU is used.)"""
+    import ui.train_state
+
+    monkeypatch.setattr(ui.train_state, "cuda_available", lambda: True)
+    at = open_train("coref")
+    at.selectbox(key="train_preset").set_value(GPU).run()
+    assert shown(at)["device"] == "cuda" and shown(at)["d_model"] == 256
+    at.radio(key="train_device").set_value("cpu")  # queued only, but the submit checks the device
+    at.checkbox(key="train_compile").check().run()
+    first_form = shown(at)
+    assert (first_form["preset"], first_form["device"], first_form["compile"]) == (GPU, "cpu", True)
+    at.button(key="train_start").click().run()
+    assert not at.error, [e.value for e in at.error]
+    (first,) = my_jobs(at)
+    assert_trains_what_it_shows(first_form, first)
+    again = reopen(at)
+    form = shown(again)
+    assert {k: v for k, v in form.items() if k != "name"} == {k: v for k, v in first_form.items() if k != "name"}
+    again.button(key="train_start").click().run()
+    assert_trains_what_it_shows(form, my_jobs(again)[-1])
+    assert my_jobs(again)[-1].spec["train_config"].compile is True
