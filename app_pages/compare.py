@@ -6,8 +6,9 @@ import streamlit as st
 from tfviz import viz
 from tfviz.analysis import compare as cmp
 from tfviz.analysis.positional import compare_lengths, train_length
+from tfviz.bench.measure import STEP_WARMUP
 from tfviz.tasks import TASKS, cached_task
-from tfviz.train.pairs import DEFAULT_VALUES, MAX_RUNS, QUICK_STEPS, SETTINGS, parse_values, preset_pair
+from tfviz.train.pairs import DEFAULT_VALUES, MAX_RUNS, SETTINGS, parse_values, preset_pair
 from ui import cache
 from ui import compare as uc
 from ui.figures import show
@@ -53,7 +54,8 @@ def attention_panels(named: dict, inp, task) -> None:
 with pair:
     most = uc.runs_allowed()
     st.caption("2-4 runs on one task that differ in exactly one setting — the same seed, batches "
-               "in the same order, steps — queued fairly with the class's other trainings."
+               "in the same order, steps; each otherwise the task's Train preset (its model and, by "
+               "default, its steps) — queued fairly with the class's other trainings."
                + (f" On this server a session trains at most {most} runs at once "
                   "(TFVIZ_JOBS_PER_SESSION)." if most is not None and most < MAX_RUNS else ""))
     (a, b), (c, d) = st.columns([1, 2]), st.columns(2)  # four in a row cut the setting's name
@@ -61,11 +63,13 @@ with pair:
     setting = choice(b, "Setting that differs", list(SETTINGS), "pair_setting", "norm",
                      format_func=lambda s: SETTINGS[s].title)
     text = c.text_input("Values (comma-separated)", DEFAULT_VALUES[setting], key=f"pair_values_{setting}")
-    steps = d.number_input("Steps", 10, 2000, QUICK_STEPS, key="pair_steps")
+    steps = d.number_input("Steps", 10, uc.PAIR_MAX_STEPS, uc.pair_steps(task_name), key=f"pair_steps_{task_name}",
+                           help="Each run's steps; the default is the Train page's preset for the task")
     if st.button("Train the pair", key="pair_start", type="primary"):
         try:
             task = cached_task({"name": task_name})
-            uc.start_pair(preset_pair(task, setting, parse_values(setting, text), steps=int(steps)), task)
+            uc.start_pair(preset_pair(task, setting, parse_values(setting, text), steps=int(steps),
+                                      d_model=None), task)  # the Train preset's width and steps
         except ValueError as e:  # bad values, two differences, the session's job limit, memory
             st.error(str(e))
     uc.pair_progress()
@@ -129,4 +133,5 @@ with side:
     st.caption("KV cache: bytes the self-attention keys and values take for this input (float32, "
                "batch 1); for a recurrent network, its hidden (and LSTM cell) state, the same at any "
                "length. Step time: one forward + backward on this input, measured now on this "
-               "server (median of 3; other sessions' load counts).")
+               f"server: {STEP_WARMUP} untimed warm-up steps of each model first (the first steps "
+               "pay one-off costs), then the median of 3 taken in turn; other sessions' load counts.")

@@ -1,6 +1,8 @@
 """Cost: full O(n²) attention against the O(n·w) sliding window — analytic FLOPs and memory beside
 times and peak memory measured here from the model's own attention kernels; the KV cache of
 MHA / GQA / MQA read from real cache tensors; generation with and without the cache."""
+import time
+
 import streamlit as st
 
 from tfviz.bench import live
@@ -37,10 +39,17 @@ if not gpu and (max_n > 4096 or pass_ == "fwd+bwd"):
                "a minute or more on a laptop CPU, and the class waits: variants predicted to pass "
                "the 2-minute limit, or 2 GiB of memory, are skipped (the figures say where).")
 settings = live.Settings(max_n, window, pass_, repeats, threads, dev)
-if st.button("Measure now", key="measure", type="primary", icon=":material/timer:"):
-    bar = st.progress(0.0, text="Starting…")
+go = st.button("Measure now", key="measure", type="primary", icon=":material/timer:")
+if (est := bench.estimate(settings)) is not None:  # said before it starts (it took 67 s unannounced)
+    st.caption(f"Measure now takes about **{est.seconds:.0f} s** on this server now (attention "
+               f"{est.attention_s:.0f} s, KV caches {est.kv_s:.0f} s), estimated {est.how}; other "
+               "sessions' work changes it.")
+if go:
+    bar, t0 = st.progress(0.0, text="Starting…"), time.perf_counter()
+    about = f" of about {est.seconds:.0f} s" if est is not None else ""
     try:
-        st.session_state[RESULT] = bench.measure(settings, lambda f, t: bar.progress(f, text=t))
+        st.session_state[RESULT] = bench.measure(settings, lambda f, t: bar.progress(
+            f, text=f"{t} — {time.perf_counter() - t0:.0f} s{about}"))
     except bench.Busy as e:
         st.warning(str(e))
     except ValueError as e:

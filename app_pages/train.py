@@ -8,6 +8,7 @@ from tfviz.model.config import ARCHS, POS_SCHEMES
 from tfviz.model.families import KIND_LABELS
 from tfviz.model.recurrent import ARCHS as RECURRENT_ARCHS
 from tfviz.tasks import TASKS
+from tfviz.train.config import MAX_LR
 from tfviz.train.presets import claim_for, kinds_for
 from tfviz.train.store import StoreUnavailable
 from ui import export, finetune, phase, train_state as ts
@@ -16,8 +17,8 @@ from ui.jobs import job_manager, my_jobs, store_trouble
 
 P = ts.P
 st.title("Train")
-f = ts.form()  # the form's values
-ts.restore()  # ... back in the widgets' state, which alone sets their values (see ui.train_state)
+f = ts.form()  # the form's values: what its fields show, and what Start trains
+ts.restore()  # ... into the widgets' state on every run (see ui.train_state.FORM)
 left, right = st.columns([1, 1], gap="large")  # the form's selectors readable at 1024 px
 
 
@@ -37,7 +38,9 @@ with left:
         ts.shape_choice(st, task_cls, pre)
     ts.prepare(pre)  # its examples are generated while you read the form: Start trains at once
     st.caption(f"**Look for:** {pre.what}. Accuracy = {task_cls.metric}. {claim_for(pre)}")
-    with st.form("train_form"):
+    # Not an st.form: Enter in a form's field submits it (Enter in Steps or Name started a run).
+    # Each field keeps its value in the form as it changes; only the button starts a run.
+    with st.container(border=True, key="train_form"):  # tests find it as .st-key-train_form
         archs = [x for x in ARCHS if x in task_cls.archs and (not recurrent or x in RECURRENT_ARCHS)]
         ts.pick(st, "Architecture", archs, "arch")  # full width: "encoder-decoder" was cut at 1024
         if not recurrent:
@@ -45,7 +48,7 @@ with left:
         m1, m2 = st.columns(2)
         if recurrent:  # a recurrent network has no heads, positions or window
             if "encoder-decoder" in archs:  # attention over a source: only where there is one
-                m2.radio("Attention over the source", list(ts.RNN_ATTENTIONS), key=P + "rnn_attention",
+                ts.radio(m2, "Attention over the source", list(ts.RNN_ATTENTIONS), "rnn_attention",
                          format_func=ts.RNN_ATTENTIONS.get, horizontal=True,
                          help="encoder-decoder only: none = the decoder sees only the encoder's "
                               "final state; additive = Bahdanau attention over every encoder state")
@@ -57,36 +60,29 @@ with left:
             ts.number(m1, "d_model", 2, 1024, "d_model")
             ts.number(m2, "Layers", 1, 12, "n_layers")
             ts.number(m1, "Heads", 1, 32, "n_heads")
-            m2.radio("Attention", ts.ATTN_KINDS, key=P + "attn_kind",
+            ts.radio(m2, "Attention", ts.ATTN_KINDS, "attn_kind",
                      horizontal=True, help="MHA: one K/V head per query head; GQA: groups of query "
                                            "heads share a K/V head; MQA: one K/V head for all")
-            ts.number(m1, "K/V heads (GQA)", 1, 32, "n_kv_heads")
+            ts.number(m1, "K/V heads (GQA)", 1, 32, "n_kv_heads", disabled=f["attn_kind"] != "GQA",
+                      help="MHA: as many as heads; MQA: one; GQA: your choice")
             ts.number(m2, "Window (0 = full)", 0, 4096, "window")
-            st.checkbox("Attention only (no MLP)", key=P + "attn_only")
+            ts.checkbox(st, "Attention only (no MLP)", "attn_only")
         t1, t2 = st.columns(2)
         ts.number(t1, "Steps", 1, 1_000_000, "steps")
         ts.number(t2, "Batch size", 1, 4096, "batch_size")
-        ts.number(t1, "Learning rate", 0.0, 10.0, "lr", step=1e-4, format="%g")
+        ts.number(t1, "Learning rate", 0.0, MAX_LR, "lr", above=True, step=1e-4, format="%g")
         ts.number(t2, "Warmup steps", 0, 1_000_000, "warmup")
         ts.number(t1, "Seed", 0, 2**31 - 1, "seed")
-        t2.text_input("Name", key=P + "name", max_chars=60)
+        ts.text(t2, "Name", "name", max_chars=60)
         if ts.cuda_available():
-            t1.radio("Run on", list(ts.DEVICES), key=P + "device", format_func=ts.DEVICES.get,
-                     horizontal=True)
-            t2.checkbox("torch.compile", key=P + "compile",
+            ts.radio(t1, "Run on", list(ts.DEVICES), "device", format_func=ts.DEVICES.get, horizontal=True)
+            ts.checkbox(t2, "torch.compile", "compile",
                         help="Fused GPU kernels; the first steps pay for compiling (tens of seconds)")
-        if st.form_submit_button("Start training", type="primary", key=P + "start"):
-            try:  # a bad setting, or beyond the server's limits (memory, disk, jobs per session)
-                task = ts.preset_task(pre)
-                configs = ts.configs_from_form(task)
-                job_id = ts.submit(task, *configs, st.session_state[P + "name"])
-            except ValueError as e:
-                st.error(f"Not started: {e}")
-            else:
-                st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
-                if note := ts.cap_note(task, *configs):  # past the job time cap: said at once
-                    st.warning(note)
-    ts.remember()
+        if started := ts.start_button(pre):  # refusals are said beside it, naming the field
+            task, configs, job_id = started
+            st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
+            if note := ts.cap_note(task, *configs):  # past the job time cap: said at once
+                st.warning(note)
     if job_id := finetune.panel(ts.submit):  # an imported decoder on the student's own text
         st.session_state[P + "job"] = st.session_state["_train_job"] = job_id
 

@@ -253,3 +253,37 @@ def test_an_encoder_decoders_three_kinds_of_attention_on_one_input():
     pats = patterns_on({"dec": dec, "pre": models["pre"]}, ids, views[0], src)
     want = record(dec, torch.tensor([ids]), names=[hook_name(0, "attn.hook_pattern")])
     np.testing.assert_allclose(pats["dec"][0], want[hook_name(0, "attn.hook_pattern")][0].numpy(), atol=1e-6)
+
+
+def test_step_times_warm_every_model_up_then_take_turns(pair, monkeypatch):
+    """Issue 30: the first model's step time included the process's warm-up (1,328 ms beside
+    ~310 ms). Every model takes its untimed warm-up steps before any step is timed, and the timed
+    steps go round the models in turn. (The order of calls is checked, not their speed.)"""
+    from tfviz.bench import measure
+
+    calls: list[tuple[str, bool]] = []
+    timing = [False]
+    models = {k: ck.model for k, ck in pair.items()}
+    hooks = [m.register_forward_hook(lambda mod, i, o, name=name: calls.append((name, timing[0])))
+             for name, m in models.items()]
+
+    def timed_once(fn, device="cpu"):
+        timing[0] = True
+        try:
+            fn()
+        finally:
+            timing[0] = False
+        return 0.001 * (len(calls) % 7 + 1)  # any positive number
+
+    monkeypatch.setattr(measure, "time_once", timed_once)
+    b = task_batch(pair["pre"].shared_task(), n_examples=4)
+    try:
+        out = measure.step_times([(m, b.inputs, b.targets) for m in models.values()], repeats=3, warmup=2)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert len(out) == 2 and all(t > 0 for t in out)
+    names = list(models)
+    assert calls[:4] == [(names[0], False)] * 2 + [(names[1], False)] * 2  # warm-up, untimed
+    assert calls[4:] == [(n, True) for _ in range(3) for n in names]  # then in turn, timed
+    assert all(p.grad is None for m in models.values() for p in m.parameters())

@@ -169,6 +169,21 @@ def test_hooks_are_removed_also_after_an_error():
         iv.parse_heads(m, "L7H0")
 
 
+@pytest.mark.parametrize("text, message", [("L1H1+L1H1", "L1H1 is in the set twice"),
+                                           ("L1+L1H2", "L1H2 is in the set twice"),
+                                           ("l0h3, L0H3", "L0H3 is in the set twice"),
+                                           ("", "names no head"), ("+", "names no head"),
+                                           (" , ", "names no head")])
+def test_a_heads_off_set_names_each_head_once(text, message):
+    """Issue 30: "L1H1+L1H1" and an empty set were accepted without a word (a row that read as
+    two heads switched off, or none)."""
+    m = tiny()
+    with pytest.raises(ValueError, match=message):
+        iv.parse_heads(m, text)
+    assert [s.label for s in iv.parse_heads(m, "L0H1+L1")] == \
+           [s.label for s in [iv.head(0, 1)] + [iv.head(1, h) for h in range(m.config.n_heads)]]
+
+
 def test_encoder_decoder_cross_heads_and_padding():
     m = tiny(arch="encoder-decoder", pos="sinusoidal")
     src, tgt = tokens(T=8, seed=3), tokens(T=6, seed=4)

@@ -235,3 +235,55 @@ def test_time_limit_skips_variants_and_says_so(tiny_zoo, no_reference, monkeypat
     assert "time limit" in text(at)
     note = charts(at)["cost_time"]["layout"]["annotations"][0]["text"]
     assert "not run at n = 512" in note
+
+
+# ------------------------------------------------------------------------------ issue 30: how long
+def test_measure_now_says_how_long_before_it_starts(tiny_zoo, no_reference):
+    """Issue 30: Measure now was 67 s with no word beforehand. The page says how long it will take
+    on this server, and how that was found, before anything is pressed; while it runs, the bar
+    says the seconds so far of that estimate."""
+    at = open_page("cost", **TINY)
+    said = next(c.value for c in at.caption if c.value.startswith("Measure now takes about"))
+    assert "estimated from a calibration just now" in said and "analytic FLOPs" in said
+    assert RESULT not in at.session_state  # nothing measured to say it
+    measure(at)
+
+
+def test_the_estimate_is_the_calibration_scaled_by_the_analytic_flops():
+    """``live.estimate``, recomputed by hand: each variant's calibrated call at n = 512 times the
+    analytic FLOPs' ratio, times the calls ``bench.run`` makes (warm-up, repeats, peak pass); the
+    KV part from each model's cached and uncached step; the time limit plays out as in the run."""
+    from tfviz.analysis.cost import attention_flops
+    from tfviz.bench.attention import KERNEL
+
+    cal = {"n": 512, "seconds": 0.5, "attention": {"full-explicit": 0.01, "window-banded": 0.002},
+           "kv": [dict(kind="MHA", steps=200, cached_s=0.001, full_s=0.003)]}
+    s = live.Settings(max_n=1024, window=64, pass_="fwd", repeats=2, threads=1, device="cpu")
+    e = live.estimate(s, cal)
+
+    def flops(n, v):
+        return attention_flops(n, 64 if v.startswith("window") else None, live.HEADS, live.D_HEAD,
+                               live.BATCH, False, True, KERNEL[v])
+    calls = 1 + 2 + 1
+    attention = sum(t * flops(n, v) / flops(512, v) * calls for v, t in cal["attention"].items()
+                    for n in (256, 512, 1024))
+    assert e.attention_s == pytest.approx(attention)
+    slope = (0.003 - 0.001) / (live.KV_PROMPT + live.KV_CAL_TOKENS / 2 - 1)
+    full = sum(0.001 + slope * (live.KV_PROMPT + t - 1) for t in range(live.KV_SPEED_TOKENS))
+    assert e.kv_s == pytest.approx(200 * 0.001 + 2 * (live.KV_SPEED_TOKENS * 0.001 + full))
+    assert e.seconds == pytest.approx(e.attention_s + e.kv_s) and "calibration just now" in e.how
+    # slow enough that the 120 s limit skips the large n: the estimate stops where the run stops
+    slow = live.estimate(live.Settings(max_n=16384, window=64, repeats=2),
+                         {**cal, "attention": {"full-explicit": 5.0, "window-banded": 0.1}})
+    assert slow.attention_s < live.CPU_TIME_LIMIT_S + 4 * 5.0 * 4  # the first n always runs
+
+
+def test_a_calibration_on_this_machine_gives_an_estimate(tiny_zoo):
+    """A real calibration (the tiny zoo's untrained KV models): finite, positive, says how. No
+    speed is asserted."""
+    models, _ = bench.kv_models()
+    s = live.Settings(max_n=512, window=32, pass_="fwd", repeats=1)
+    cal = live.calibrate(s, models)
+    assert set(cal["attention"]) >= {"full-explicit", "window-banded"} and len(cal["kv"]) == 3
+    e = live.estimate(s, cal)
+    assert 0 < e.seconds < float("inf") and e.calibration_s > 0

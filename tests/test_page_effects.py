@@ -79,7 +79,7 @@ def test_heads_off_patch_lens_and_attribution_on_a_pronoun_model(tiny_zoo):
     lens = heatmap_z(chart(at, "eff_lens"))
     with torch.no_grad():
         top = model(x)[0].softmax(-1).max(-1).values.numpy()
-    np.testing.assert_allclose(lens[-1], top, atol=1e-5)
+    np.testing.assert_allclose(lens[:, -1], top, atol=1e-5)  # positions down, the last layer right
 
     # attribution: the bars add up to the model's own logit difference
     rerun(at, eff_view="Attribution & circuits")
@@ -123,7 +123,7 @@ def test_imported_gpt2_loss_grid(tmp_path):
         assert z[1, 3] == pytest.approx(loss(zeroed(model, x, 1, 3)) - base, abs=1e-5)
         assert "loss" in text(at)
         rerun(at, eff_view="Logit lens")
-        assert heatmap_z(chart(at, "eff_lens")).shape[0] == 3
+        assert heatmap_z(chart(at, "eff_lens")).shape[1] == 3  # embeddings + 2 layers, across
     finally:
         for k, v in old.items():
             if v is None:

@@ -341,7 +341,8 @@ def test_recurrent_form_errors_and_the_memory_guard(models_dir, monkeypatch) -> 
 
 @pytest.mark.parametrize("values, message", [
     (dict(d_model=30), "not divisible by n_heads"),
-    (dict(lr=0.0), "lr=0"),
+    (dict(lr=0.0), "**Learning rate** must be above 0 and at most 1 (it is 0)"),  # issue 30: the
+    # form's label and range (was the config's "lr=0.0 must be above 0")
     (dict(warmup=50), "warmup=50 must be below steps"),
 ])
 def test_invalid_config_shows_the_error(models_dir, values, message) -> None:
@@ -494,3 +495,228 @@ def test_no_cpu_pace_is_claimed_for_a_gpu_run(monkeypatch) -> None:
     assert timecap.idle_pace(task, model_cfg, dataclasses.replace(train_cfg, device="cuda")) is None
     monkeypatch.setattr(timecap, "_cuda", lambda: True)
     assert timecap.idle_pace(task, model_cfg, dataclasses.replace(train_cfg, device="auto")) is None
+
+
+# ------------------------------------------------------------------------------ issue 30: the form
+# What the form shows is what Start trains: after a reopened URL, a preset change, a page switch;
+# only the button starts a run; a refusal names the field and its range, and goes when it changes.
+FIELDS = {"selectbox": ("task", "kind", "preset", "arch", "pos"),
+          "number_input": ("d_model", "n_layers", "n_heads", "n_kv_heads", "window", "d_hidden", "steps",
+                           "batch_size", "lr", "warmup", "seed"),
+          "radio": ("attn_kind", "rnn_attention", "device"), "checkbox": ("attn_only", "compile"),
+          "text_input": ("name",)}
+
+
+def shown(at: AppTest) -> dict:
+    """Every field of the New run form as the page draws it (key -> value)."""
+    out = {}
+    for kind, keys in FIELDS.items():
+        drawn = {w.key: w for w in getattr(at, kind)}
+        out.update({k: drawn[f"train_{k}"].value for k in keys if f"train_{k}" in drawn})
+    return out
+
+
+def set_fields(at: AppTest, values: dict) -> None:
+    for kind, keys in FIELDS.items():
+        for k in keys:
+            drawn = [w for w in getattr(at, kind) if w.key == f"train_{k}"]
+            if k in values and drawn and not drawn[0].disabled:  # as a browser can
+                drawn[0].set_value(values[k])
+
+
+def trained(job) -> dict:
+    """The form's fields as the run's own configs have them (read from the run's record)."""
+    from tfviz.model.families import kind_of
+    from tfviz.train.pairs import attention_kind
+
+    cfg, tc = job.spec["model_config"], job.spec["train_config"]
+    out = dict(task=job.spec["task"]["name"], kind=kind_of(cfg), arch=cfg.arch, d_model=cfg.d_model,
+               n_layers=cfg.n_layers, steps=tc.steps, batch_size=tc.batch_size, lr=tc.lr,
+               warmup=tc.warmup, seed=tc.seed)
+    if out["kind"] == "transformer":
+        out.update(pos=cfg.pos, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, window=cfg.window or 0,
+                   attn_only=cfg.attn_only, attn_kind=attention_kind(cfg))
+    else:
+        out.update(d_hidden=cfg.d_hidden, rnn_attention=cfg.attention)
+    if tc.device != "auto":
+        out["device"] = tc.device
+    return out
+
+
+def assert_trains_what_it_shows(form: dict, job) -> None:
+    """Every field shown equals the run's config; the preset shown is the run's task and its
+    hidden training settings; the name shown is the run's (or the next free one)."""
+    from tfviz.tasks import cached_task
+
+    runs = trained(job)
+    for key, value in runs.items():
+        if key == "rnn_attention" and key not in form:  # no source to attend to: the radio is hidden
+            assert value == "none"
+        else:
+            assert form[key] == value, (key, form[key], value)
+    assert job.name in (form["name"], f"{form['name']}-2")
+    pre = presets_for(form["task"], "device" in form, form["kind"])[form["preset"]]  # shown with CUDA
+    assert cached_task({"name": pre.task, **pre.task_params}).spec() == job.spec["task"]
+    tc = job.spec["train_config"]
+    assert (tc.eval_examples, tc.patience, tc.log_every) == (pre.train.eval_examples, pre.train.patience,
+                                                             pre.train.log_every)
+
+
+@pytest.fixture
+def queued_only(models_dir, monkeypatch):
+    """Runs are queued and never trained (no slot): these tests read what a Start submitted."""
+    from ui.jobs import job_manager
+
+    monkeypatch.setattr(job_manager(), "max_concurrent", 0)
+    monkeypatch.setattr(job_manager(), "per_owner", None)
+
+
+def reopen(at: AppTest) -> AppTest:
+    """A new browser tab on ``/train?sid=<at's session>`` (a reload, or the URL opened again)."""
+    from apptest_helpers import APP
+
+    again = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    again.query_params["sid"] = at.session_state["sid"]
+    again.run()
+    again.switch_page("app_pages/train.py").run()
+    assert not again.exception, [e.value for e in again.exception]
+    return again
+
+
+@pytest.mark.parametrize("name", [*QUICK, *RECURRENT])
+def test_a_reopened_session_shows_what_start_trains(queued_only, name) -> None:
+    """Issue 30, item 1: a session whose last run was a task's preset, opened again (the README's
+    way to find your runs): the form shows that run's every setting (it showed task lm, positions
+    none, d_model 2, ... and Start trained a default coref model), and Start trains what it shows."""
+    pre = ALL[name]
+    at = open_train(pre.task)
+    if pre.kind != "transformer":
+        at.selectbox(key="train_kind").set_value(pre.kind).run()
+    first_form = shown(at)
+    at.button(key="train_start").click().run()
+    (first,) = my_jobs(at)
+    assert_trains_what_it_shows(first_form, first)
+
+    again = reopen(at)
+    form = shown(again)
+    assert {k: v for k, v in form.items() if k != "name"} == \
+           {k: v for k, v in first_form.items() if k != "name"}
+    again.run()  # a later run of the tab (the charts' rerun) draws the same form
+    assert shown(again) == form
+    again.button(key="train_start").click().run()
+    assert not again.exception and not again.error, [e.value for e in again.error]
+    second = my_jobs(again)[-1]
+    assert second.id != first.id
+    assert_trains_what_it_shows(form, second)
+
+
+def test_start_pressed_while_a_preset_is_applied_is_refused(queued_only) -> None:
+    """Issue 30, item 1 (the race of the last closing note): Start pressed in a browser that had not
+    drawn the new task's preset yet sends the old task's values with it. Nothing starts, the old
+    values are not taken, the form shows the new preset, and the next Start trains exactly that."""
+    at = open_train("coref")
+    coref = shown(at)
+    at.selectbox(key="train_task").select("induction").run()
+    induction = shown(at)
+    assert induction["pos"] == "learned" and induction["attn_only"] is True
+    set_fields(at, {k: v for k, v in coref.items() if k != "task"})  # what that browser still shows
+    at.button(key="train_start").click().run()
+    assert not my_jobs(at)
+    assert any("being refilled from the preset" in e.value for e in at.error), [e.value for e in at.error]
+    assert shown(at) == induction
+    at.button(key="train_start").click().run()
+    (job,) = my_jobs(at)
+    assert_trains_what_it_shows(induction, job)
+    # the task changed and Start pressed in one request: the same
+    at.selectbox(key="train_task").select("copy")
+    at.button(key="train_start").click().run()
+    assert len(my_jobs(at)) == 1 and shown(at)["arch"] == "encoder-decoder"
+    form = shown(at)
+    at.button(key="train_start").click().run()
+    assert_trains_what_it_shows(form, my_jobs(at)[-1])
+
+
+def test_the_form_survives_a_page_switch_and_edits_are_trained(queued_only) -> None:
+    at = open_train("copy")
+    set_fields(at, dict(d_model=32, n_heads=2, attn_kind="GQA", steps=77, lr=0.01, name="mine"))
+    at.run()
+    at.number_input(key="train_n_kv_heads").set_value(1).run()  # GQA with 1 K/V head: MQA
+    assert shown(at)["n_kv_heads"] == 1
+    at.switch_page("app_pages/home.py").run()
+    at.switch_page("app_pages/train.py").run()
+    form = shown(at)
+    assert (form["d_model"], form["steps"], form["lr"], form["name"]) == (32, 77, 0.01, "mine")
+    at.radio(key="train_attn_kind").set_value("MQA").run()  # the K/V heads box follows
+    assert shown(at)["n_kv_heads"] == 1 and at.number_input(key="train_n_kv_heads").disabled
+    at.radio(key="train_attn_kind").set_value("MHA").run()
+    form = shown(at)
+    assert form["n_kv_heads"] == 2
+    at.button(key="train_start").click().run()
+    (job,) = my_jobs(at)
+    assert_trains_what_it_shows(form, job)
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("lr", 1e6, "**Learning rate** must be above 0 and at most 1 (it is 1,000,000)."),
+    ("lr", -1.0, "**Learning rate** must be above 0 and at most 1 (it is -1)."),
+    ("steps", 10**9, "**Steps** must be from 1 to 1,000,000 (it is 1,000,000,000)."),
+    ("d_model", 100_000, "**d_model** must be from 2 to 1,024 (it is 100,000)."),
+    ("n_layers", 500, "**Layers** must be from 1 to 12 (it is 500)."),
+    ("batch_size", 0, "**Batch size** must be from 1 to 4,096 (it is 0)."),
+    ("warmup", -5, "**Warmup steps** must be from 0 to 1,000,000 (it is -5)."),
+    ("n_heads", 64, "**Heads** must be from 1 to 32 (it is 64)."),
+])
+def test_an_out_of_range_field_is_named_beside_start(queued_only, key, value, says) -> None:
+    """Issue 30, item 3: each of these turned its field red and left Start doing nothing, without
+    a word. The page names the field and its range at once, a Start is refused with it, and the
+    message goes when the field is fixed."""
+    at = open_train("copy")
+    good = at.number_input(key=f"train_{key}").value
+    at.number_input(key=f"train_{key}").set_value(value).run()
+    assert any(says in e.value for e in at.error), [e.value for e in at.error]
+    at.button(key="train_start").click().run()
+    assert any(e.value.startswith("Not started:") and says in e.value for e in at.error)
+    assert not my_jobs(at)
+    at.number_input(key=f"train_{key}").set_value(good).run()
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_a_refusal_goes_when_a_field_changes(queued_only) -> None:
+    """Issue 30, item 3: "lr=0.0 must be above 0" stayed under a learning rate that read 0.003.
+    A refusal from the configs (or the server's limits) stays while the form is as it was, and
+    goes as soon as a field changes."""
+    at = open_train("copy")
+    at.number_input(key="train_d_model").set_value(30).run()
+    at.button(key="train_start").click().run()
+    assert any("Not started" in e.value and "not divisible by n_heads" in e.value for e in at.error)
+    at.run()  # another run of the page (a live chart's): still said
+    assert any("not divisible by n_heads" in e.value for e in at.error)
+    at.number_input(key="train_d_model").set_value(32).run()
+    assert not at.error, [e.value for e in at.error]
+    assert not my_jobs(at)
+
+
+def test_a_reopened_gpu_session_shows_its_gpu_run(queued_only, monkeypatch) -> None:
+    """Issue 30, item 1, on a server with a CUDA GPU (the form then offers the GPU preset, the
+    device and torch.compile): a session whose last run was the bigger GPU preset, compiled, opens
+    again on exactly that, and Start trains what it shows. (Runs stay queued: no GPU is used.)"""
+    import ui.train_state
+
+    monkeypatch.setattr(ui.train_state, "cuda_available", lambda: True)
+    at = open_train("coref")
+    at.selectbox(key="train_preset").set_value(GPU).run()
+    assert shown(at)["device"] == "cuda" and shown(at)["d_model"] == 256
+    at.radio(key="train_device").set_value("cpu")  # queued only, but the submit checks the device
+    at.checkbox(key="train_compile").check().run()
+    first_form = shown(at)
+    assert (first_form["preset"], first_form["device"], first_form["compile"]) == (GPU, "cpu", True)
+    at.button(key="train_start").click().run()
+    assert not at.error, [e.value for e in at.error]
+    (first,) = my_jobs(at)
+    assert_trains_what_it_shows(first_form, first)
+    again = reopen(at)
+    form = shown(again)
+    assert {k: v for k, v in form.items() if k != "name"} == {k: v for k, v in first_form.items() if k != "name"}
+    again.button(key="train_start").click().run()
+    assert_trains_what_it_shows(form, my_jobs(again)[-1])
+    assert my_jobs(again)[-1].spec["train_config"].compile is True

@@ -75,9 +75,17 @@ def test_across_layers_grid_tiles_every_view():
     fig = check(viz.across_layers_grid({**views, "missing": None}, TOKENS))
     assert len(fig.data) == 1  # one tiled heatmap
     z = np.asarray(fig.data[0].z, dtype=float)
-    assert z.shape == (3 * 5 + 2, 2 * 5 + 1)
-    np.testing.assert_allclose(z[6:11, 6:11], views["rollout"][1], rtol=1e-6)
-    assert "rollout" in fig.layout.yaxis.ticktext[1] and "share" in fig.data[0].hovertemplate
+    assert z.shape == (3 * 5 + 2 * 2, 2 * 5 + 2)  # two gutter cells between tiles
+    np.testing.assert_allclose(z[7:12, 7:12], views["rollout"][1], rtol=1e-6)
+    assert "share" in fig.data[0].hovertemplate and "rollout" in fig.data[0].y[7]
+    # issue 30: the tiles had no token labels. Each tile row's positions are labelled on the left,
+    # each tile column's input tokens below; the view and the layer name their tiles
+    assert list(fig.layout.yaxis.ticktext) == [f"{i} {t}" for i, t in enumerate(
+        ["the", "dog", "&lt;br&gt;", "the", "a␣b"])] * 3
+    assert "rollout" in fig.layout.yaxis.tickvals[5] and len(fig.layout.xaxis.tickvals) == 2 * 5
+    notes = [a.text for a in fig.layout.annotations]
+    assert notes == ["<b>after layer 0</b>", "<b>after layer 1</b>", "<b>this layer</b>",
+                     "<b>rollout</b>", "<b>flow</b>"]
     bars = check(viz.inputs_bar({k: v[-1, -1] for k, v in views.items()}, TOKENS, position=4))
     np.testing.assert_allclose(bars.data[2].y, views["flow"][-1, -1])
     assert "'a␣b'" in bars.layout.title.text

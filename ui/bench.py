@@ -77,6 +77,30 @@ def summaries(df, pass_: str, time_col: str):
     return ratio_table(df, pass_, time_col=time_col), "\n\n".join(x for x in notes if x)
 
 
+@st.cache_data(ttl=60, max_entries=16, show_spinner="Timing this server for an estimate…")
+def _calibration(window: int, pass_: str, device: str, threads: int) -> dict:
+    """``live.calibrate`` for the whole server, at most once a minute per setting; ``Busy`` (not
+    cached) while another session is measuring: the calibration would disturb it."""
+    lock = bench_lock()
+    if not lock.acquire(blocking=False):
+        raise Busy(BUSY)
+    try:
+        models, _ = kv_models()
+        return live.calibrate(live.Settings(window=window, pass_=pass_, threads=threads, device=device),
+                              models)
+    finally:
+        lock.release()
+
+
+def estimate(s: live.Settings) -> live.Estimate | None:
+    """How long Measure now will take with settings ``s`` on this server now (``live.estimate``
+    from a calibration of about a second), or None while another session is measuring."""
+    try:
+        return live.estimate(s, _calibration(s.window, s.pass_, s.device, s.threads))
+    except Busy:
+        return None
+
+
 def measure(s: live.Settings, progress) -> dict:
     """``tfviz.bench.live.measure``, unless another session is measuring (``Busy``)."""
     lock = bench_lock()

@@ -3,6 +3,8 @@ model's path and mtime, like ``ui.cache``), and the "train a pair" form's jobs. 
 from ``tfviz.analysis.compare`` (and the bench's step time); nothing here computes them."""
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 from tfviz.analysis import compare as cmp
@@ -14,6 +16,7 @@ from .models import load_model, locked
 from .widgets import choice
 
 PAIR_JOBS = "_cmp_pair_jobs"  # session state: the job ids of the pair this session started last
+PAIR_FILE = "pair.json"  # the same ids in the session's folder: a reopened URL finds its pair again
 
 
 def _keys(named: dict) -> tuple:
@@ -145,23 +148,22 @@ def lengths(named: dict, lengths_) -> "pd.DataFrame":  # noqa: F821
 
 @st.cache_data(max_entries=16, show_spinner="Timing a training step of each model…")
 def _cost(keys: tuple, ids: tuple, src: tuple | None, _named: dict):
-    from tfviz.bench.measure import step_seconds
+    from tfviz.bench.measure import step_times
 
     df = cmp.cost_frame(_models(_named), pos=len(ids))
     batch = cmp.next_token_batch(list(ids), src)
-    times = []
-    for lm in _named.values():
-        with lm.lock:
-            times.append(step_seconds(lm.model, cmp.model_inputs(lm.model, batch), batch.targets,
-                                      repeats=3))
+    with locked(_named.values()):  # warm-up steps first, then the timed ones in turn (step_times)
+        times = step_times([(lm.model, cmp.model_inputs(lm.model, batch), batch.targets)
+                            for lm in _named.values()], repeats=3)
     df["step_ms"] = [1000 * t for t in times]
     return df
 
 
 def cost(named: dict, ids, src=None) -> "pd.DataFrame":  # noqa: F821
     """Parameters, KV-cache bytes at the input's length, and a measured training step (forward +
-    backward on the one input — with its source ``src`` for encoder-decoders —, median of 3, this
-    server's CPU/GPU under its current load)."""
+    backward on the one input — with its source ``src`` for encoder-decoders —; after untimed
+    warm-up steps of every model, the median of 3 taken in turn; this server's CPU/GPU under its
+    current load: ``tfviz.bench.measure.step_times``)."""
     return _cost(_keys(named), tuple(ids), None if src is None else tuple(src), named)
 
 
@@ -183,7 +185,36 @@ def start_pair(runs, task) -> list[str]:
     ids = submit_pair(job_manager(), runs, task, owner=session_id(), directory=trained_dir(),
                       names=names, client=client_id())
     st.session_state[PAIR_JOBS] = ids
+    from tfviz.storage import atomic_write
+
+    atomic_write(trained_dir().parent / PAIR_FILE, json.dumps({"jobs": ids}).encode())
     return ids
+
+
+def _saved_pair() -> list[str]:
+    """The pair's job ids kept in the session's folder ([] when none, or unreadable)."""
+    from tfviz.storage import CheckpointError, read_json
+
+    path = trained_dir().parent / PAIR_FILE
+    if not path.is_file():
+        return []
+    try:
+        ids = read_json(path, "the pair's record", max_bytes=4096, max_containers=4).get("jobs")
+    except (CheckpointError, AttributeError):
+        return []
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+
+
+def pair_steps(task: str) -> int:
+    """The pair's default Steps: the Train page's preset of the pair's task (100 steps left coref
+    at 0.24 / 0.14 accuracy: a pair of untrained models). The box is one per task
+    (``pair_steps_<task>``), so each task opens at its own preset and keeps what was typed."""
+    from tfviz.train.presets import QUICK
+
+    return min(QUICK[task].train.steps, PAIR_MAX_STEPS) if task in QUICK else 100
+
+
+PAIR_MAX_STEPS = 2000  # the pair form's Steps box
 
 
 def runs_allowed() -> int | None:
@@ -196,7 +227,9 @@ def pair_jobs() -> list:
     while the run store cannot be read: the Train page says why)."""
     from tfviz.train.store import StoreUnavailable
 
-    ids = set(st.session_state.get(PAIR_JOBS, ()))
+    if PAIR_JOBS not in st.session_state:  # a new tab on this session's URL
+        st.session_state[PAIR_JOBS] = _saved_pair()
+    ids = set(st.session_state[PAIR_JOBS])
     if not ids:
         return []
     try:

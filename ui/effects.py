@@ -30,7 +30,7 @@ from tfviz.analysis import spread as sp
 from . import cache, effects_tools
 from .figures import show
 from .models import locked
-from .widgets import column_pairs, metric_row
+from .widgets import chart_cells, metric_row
 
 VIEWS = ["Switch heads off", "Patch from another input", "Logit lens", "Attribution & circuits",
          "Gradients & paths", "Weights & composition"]
@@ -214,7 +214,7 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
                                   df[f"Δ {m}"].to_numpy(), pattern_name=shown, metric=m,
                                   title="Pattern vs effect: where each head looks, what removing it does"),
                      "eff_scatter"))
-    for col, (fig, key) in zip(column_pairs(len(figs)), figs):
+    for col, (fig, key) in zip(chart_cells(len(figs)), figs):
         with col:
             show(fig, key, data=df)
     st.dataframe(df.drop(columns=["layer", "head"]).round(4), hide_index=True, key="eff_table")
@@ -316,7 +316,7 @@ def patch(lm, inp) -> None:
             (cache.figure(viz.effect_heatmap, d["heads"] - d["corrupt"], metric=metric,
                           baseline=d["corrupt"], title="Each head's output from the clean run"),
              "eff_patch_heads")]
-    for col, (fig, key) in zip(column_pairs(2), figs):
+    for col, (fig, key) in zip(chart_cells(2), figs):
         with col:
             show(fig, key)
 
@@ -395,7 +395,7 @@ def attribution(lm, inp, site, layer: int, head: int) -> None:
                           title=f"L{layer}H{head} QK: which token looks at which"), "eff_qk"),
             (cache.figure(viz.circuit_heatmap, c["ov"], names, names, kind="OV",
                           title=f"L{layer}H{head} OV: what attending to a token writes"), "eff_ov")]
-    for col, (fig, key) in zip(column_pairs(2), figs):
+    for col, (fig, key) in zip(chart_cells(2), figs):
         with col:
             show(fig, key)
     st.caption("Circuits over the input's own tokens (and the model's top predictions, up to 24), on the direct path (each token's embedding "
@@ -414,7 +414,7 @@ def findings_coref(lm) -> None:
     st.markdown(zc.coref_story(d))
     h = d["heads"]
     pick = "picks the referent over the other noun"
-    c1, c2 = column_pairs(2)
+    c1, c2 = chart_cells(2)
     with c1:
         show(cache.figure(viz.pattern_vs_effect, list(h["name"]), h[pick].to_numpy(),
                           h["Δ pairwise accuracy"].to_numpy(), pattern_name=pick, metric="pairwise accuracy",

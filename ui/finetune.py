@@ -42,7 +42,7 @@ def panel(submit) -> str | None:
         paths = [r.path for r in refs]
         from tfviz.tasks.common import MAX_TEXT_CHARS  # the lm task's text param: 1,000,000
 
-        with st.form(P + "form"):
+        with st.container(border=True):  # not an st.form: Enter in its fields started a run
             path = st.selectbox("Model", paths, key=P + "model",
                                 format_func=lambda p: refs[paths.index(p)].label)
             text = st.text_area("Your text", DEFAULT_TEXT, key=P + "text", height=140, max_chars=MAX_TEXT_CHARS,
@@ -53,7 +53,7 @@ def panel(submit) -> str | None:
             steps = c[1].number_input("Fine-tuning steps", 1, 100_000, 30, key=P + "steps")
             batch = c[2].number_input("Batch size", 1, 256, 4, key=P + "batch")
             lr = c[3].number_input("Learning rate", 1e-6, 1e-2, 1e-4, format="%g", key=P + "lr")
-            go = st.form_submit_button("Start fine-tuning", type="primary", key=P + "start")
+            go = st.button("Start fine-tuning", type="primary", key=P + "start")
         if go:
             st.session_state[P + "open"] = True
             ref = refs[paths.index(path)]

@@ -107,20 +107,77 @@ def preset_values(task: str, label: str = CPU, kind: str = "transformer") -> dic
                 device="cuda" if cuda_available() else "cpu", compile=t.compile)
 
 
+# The form's one copy of its values is FORM (session state, kept across pages). Every run writes
+# each field's widget state from it before the widget is drawn, so the browser is told every
+# field's value on every run; a field's change goes back into FORM by its on_change callback
+# (``commit``), a preset's by ``apply_preset``; Start trains FORM. Before, the widgets took their
+# value from session state only where Streamlit had dropped it: a run that drew them without a
+# value (the charts' rerun in a new tab, ``ui.figures.charts_later``) left the browser showing
+# each at its own default (task lm, positions none, d_model 2, ...) while the server held the
+# preset, and a Start trained neither (issue 30).
+FORM = "_train_form"
+# A preset (or a reopened session's last run) just refilled the form, and the browser may still
+# show, and send back, the values from before: PENDING until a request carries the refilled
+# form's name (each refill gets a new one, ``_refilled``), BEFORE the values before the refill. A
+# request that still carries the old name is stale: its fields' "changes" back to their values
+# from before are not a student's edits (dropped), and a Start pressed with it is refused.
+PENDING, BEFORE, STALE = "_train_pending", "_train_before", "_train_stale"
+REFUSAL = "_train_refusal"  # (message, the form's values it was about): shown until a field changes
+LIMITS = "_train_limits"  # field -> (label, low, high, above): the number boxes this run drew
+
+
 def form(default_task: str = "coref") -> dict:
-    """The form's values, kept outside widget state: Streamlit drops a widget's state while you
-    are on another page, so ``restore`` puts them back before the widgets are drawn."""
-    return st.session_state.setdefault("_train_form", preset_values(default_task))
+    """The form's values (``FORM``). A new session starts from its last run's settings (a reload
+    or a reopened ``/train?sid=…`` shows what was trained last, and Start trains that again),
+    else from ``default_task``'s preset."""
+    ss = st.session_state
+    if FORM not in ss:
+        ss[FORM] = last_run_values() or preset_values(default_task)
+        _refilled({})
+    return ss[FORM]
+
+
+def _refilled(before: dict) -> None:
+    """The form was just refilled from a preset or a run; ``before``: its values until then."""
+    f = form()
+    if f["name"] == before.get("name"):  # the browser's name tells its form from the new one
+        f["name"] = f"{f['name']}-b"
+    st.session_state[PENDING], st.session_state[BEFORE] = True, before
+
+
+def _stale_request() -> bool:
+    """This request came from a browser that had not drawn the refilled form yet (see PENDING)."""
+    ss = st.session_state
+    before = ss.get(BEFORE, {}) if ss.get(PENDING) else {}
+    return "name" in before and ss.get(P + "name") == before["name"] != form()["name"]
 
 
 def restore() -> None:
-    """Before the widgets are drawn: each widget's state from the form's values, where Streamlit
-    dropped it. The widgets take their value from session state alone (no ``value=``/``index=``),
-    so a preset can set them (``apply_preset``) without a default competing with it."""
+    """Before the widgets are drawn, on every run: each field's widget state from the form's
+    values (see ``FORM``). The widgets take their value from session state alone (no
+    ``value=``/``index=``)."""
     ss, f = st.session_state, form()
+    ss[STALE] = _stale_request()  # a Start in this request is refused (``start_button``)
+    if ss.get(PENDING) and ss.get(P + "name") == f["name"]:
+        ss.pop(PENDING)  # the browser has drawn the refilled form
+    kv = {"MHA": f["n_heads"], "MQA": 1}.get(f["attn_kind"])
+    if kv is not None:  # the K/V heads box shows the count MHA / MQA trains with
+        f["n_kv_heads"] = kv
     for k in FORM_KEYS:
-        if P + k not in ss:
-            ss[P + k] = f[k]
+        ss[P + k] = f[k]
+    ss[LIMITS] = {}
+
+
+def _stale(key: str, value) -> bool:
+    """A field's change that is the browser's value from before the last refill (see PENDING)."""
+    return _stale_request() and value == st.session_state[BEFORE].get(key)
+
+
+def commit(key: str) -> None:
+    """on_change of a field: its new value into the form."""
+    value = st.session_state[P + key]
+    if not _stale(key, value):
+        form()[key] = value
 
 
 def current_preset():
@@ -128,46 +185,144 @@ def current_preset():
     return presets_for(f["task"], cuda_available(), f.setdefault("kind", "transformer"))[f["preset"]]
 
 
-def apply_preset() -> None:
-    """on_change of task / preset: every other field from the preset (a callback runs before the
-    rerun, so the widgets are drawn with the new values)."""
-    ss = st.session_state
-    values = preset_values(ss[P + "task"], ss.get(P + "preset", CPU), ss.get(P + "kind", "transformer"))
-    form().update(values)
-    for k, v in values.items():
-        if k != "task":
-            ss[P + k] = v
+def apply_preset(key: str = "task") -> None:
+    """on_change of task / model type / preset: every other field from the preset (a callback runs
+    before the rerun, so the widgets are drawn with the new values)."""
+    ss, f = st.session_state, form()
+    value = ss[P + key]
+    if _stale(key, value):
+        return
+    before = dict(f)
+    f[key] = value
+    f.update(preset_values(f["task"], f["preset"], f["kind"]))
+    _refilled(before)
 
 
-def remember() -> None:
-    """After the widgets ran: keep their values for the next visit."""
-    f = form()
-    f.update({k: st.session_state[P + k] for k in FORM_KEYS if P + k in st.session_state})
+def last_run_values() -> dict | None:
+    """The form as it was for this session's newest run that the form can show again, or None."""
+    for job in reversed(my_jobs()):
+        if (values := run_values(job)) is not None:
+            return values
+    return None
+
+
+def run_values(job) -> dict | None:
+    """Every form field as ``job`` was trained (a fresh name), or None for a run the form cannot
+    start again (a fine-tuned import, a task or a kind without a preset). The hidden settings
+    (evaluation, snapshots, the task's size) come from the preset whose own match the run's."""
+    from tfviz.model.families import kind_of
+
+    cfg, tc, spec = job.spec.get("model_config"), job.spec.get("train_config"), job.spec.get("task")
+    try:
+        task, kind = spec["name"], kind_of(cfg)
+        if task not in trainable_tasks() or kind not in kinds_for(task):
+            return None
+    except (KeyError, TypeError, ValueError):
+        return None
+    offered = presets_for(task, cuda_available(), kind)
+    hidden = ("eval_every", "eval_examples", "patience", "log_every", "checkpoint_every")
+
+    def matches(pre) -> int:
+        same_task = all(spec.get(k) == v for k, v in pre.task_params.items())
+        return same_task * (1 + sum(getattr(pre.train, k) == getattr(tc, k) for k in hidden))
+
+    label = max(offered, key=lambda name: matches(offered[name]))  # the first of equals
+    v = preset_values(task, label, kind)
+    v.update(arch=cfg.arch, d_model=cfg.d_model, n_layers=cfg.n_layers, steps=tc.steps,
+             batch_size=tc.batch_size, lr=tc.lr, warmup=tc.warmup, seed=tc.seed, compile=tc.compile)
+    if kind == "transformer":
+        v.update(pos=cfg.pos, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, window=cfg.window or 0,
+                 attn_only=cfg.attn_only, attn_kind=attention_kind(cfg.n_heads, cfg.n_kv_heads))
+    else:
+        v.update(d_hidden=cfg.d_hidden, rnn_attention=cfg.attention)
+    if tc.device in DEVICES:
+        v["device"] = tc.device
+    return v
+
+
+def attention_kind(n_heads: int, n_kv_heads: int) -> str:
+    return "MHA" if n_kv_heads == n_heads else "MQA" if n_kv_heads == 1 else "GQA"
 
 
 def configs_from_form(task):
-    """(model config, TrainConfig) from the widgets: a transformer's ModelConfig or a recurrent
-    kind's RecurrentConfig; ValueError with the configs' own message."""
-    ss = st.session_state
-    kind = ss.get(P + "kind", "transformer")
+    """(model config, TrainConfig) from the form's values (what its fields show): a transformer's
+    ModelConfig or a recurrent kind's RecurrentConfig; ValueError with the configs' own message."""
+    f = form()
+    kind = f["kind"]
     if kind == "transformer":
-        model = {k: ss[P + k] for k in MODEL_KEYS}
-        attn = ss[P + "attn_kind"]
-        model["n_kv_heads"] = {"MHA": model["n_heads"], "MQA": 1}.get(attn, model["n_kv_heads"])
-        if attn == "GQA" and model["n_kv_heads"] in (1, model["n_heads"]):  # that is MQA / MHA
+        model = {k: f[k] for k in MODEL_KEYS}
+        if f["attn_kind"] == "GQA" and model["n_kv_heads"] in (1, model["n_heads"]):  # MQA / MHA
             raise ValueError(f"GQA shares each K/V head between a group of query heads: set K/V heads "
                              f"between 1 and {model['n_heads']} (exclusive), dividing the heads")
         model = shaped_fields(model)  # the "Architecture shape": GPT-2-shaped, ... (issue 30)
     else:  # the transformer-only fields are hidden and not used
-        model = {k: ss[P + k] for k in RECURRENT_KEYS}
-        model["attention"] = ss[P + "rnn_attention"]
+        model = {k: f[k] for k in RECURRENT_KEYS}
+        model["attention"] = f["rnn_attention"]
     pre = current_preset()
-    train = {**pre.train.to_dict(), **{k: ss[P + k] for k in TRAIN_KEYS}}
+    train = {**pre.train.to_dict(), **{k: f[k] for k in TRAIN_KEYS}}
     if cuda_available():  # the device choice and the compile switch exist only then
-        train.update({k: ss[P + k] for k in ("device", "compile") if P + k in ss})
+        train.update({k: f[k] for k in ("device", "compile")})
     train["snapshot_every"] = max(1, train["steps"] // 20)
     train["eval_every"] = max(1, min(train["eval_every"], train["steps"] // 4 or 1))
     return build_configs(task, model, train, kind)
+
+
+def problems() -> list[str]:
+    """Each number box (drawn this run) whose value is outside its range, as a sentence naming the
+    field and the range: the boxes have no min/max of their own, which turned a field red and
+    left Start doing nothing, without a word."""
+    f, out = form(), []
+    for key, (label, lo, hi, above) in st.session_state.get(LIMITS, {}).items():
+        v = f.get(key)
+        low = f"above {_num(lo)}" if above else f"from {_num(lo)}"
+        if v is None or not ((lo < v) if above else (lo <= v)) or v > hi:
+            out.append(f"**{label}** must be {low} {'and at most' if above else 'to'} {_num(hi)}"
+                       f" (it is {'empty' if v is None else _num(v)}).")
+    return out
+
+
+def _num(x) -> str:
+    """1,000,000 / 0.003 / -1 / 1e+20, as a student typed them."""
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        x = int(x)
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
+def start_button(pre):
+    """The Start button and, beside it, why a press was refused: a field out of range, a setting
+    the configs refuse, the server's limits, or a form the browser had not redrawn yet (see
+    PENDING). A refusal stays until a field changes. -> (task, configs, job id) of a started run,
+    or None."""
+    ss, f = st.session_state, form()
+    stale, bad = ss.pop(STALE, False), problems()
+    started = None
+    if st.button("Start training", type="primary", key=P + "start"):
+        ss.pop(REFUSAL, None)
+        if stale:
+            why = ("the form was being refilled from the preset when Start was pressed; it now shows "
+                   "what Start trains: check it and press Start again")
+        elif bad:
+            why = None  # said below, field by field
+        else:
+            why = None
+            try:  # a bad setting, or beyond the server's limits (memory, disk, jobs per session)
+                task = preset_task(pre)
+                configs = configs_from_form(task)
+                started = task, configs, submit(task, *configs, f["name"])
+            except ValueError as e:
+                why = str(e)
+        if why:
+            ss[REFUSAL] = (f"Not started: {why}", dict(f))
+        if bad:
+            st.error("Not started: " + " ".join(bad))
+    elif bad:
+        st.error("Start trains once these are fixed: " + " ".join(bad))
+    refusal = ss.get(REFUSAL)
+    if refusal is not None and refusal[1] == f:
+        st.error(refusal[0])
+    else:
+        ss.pop(REFUSAL, None)  # a field changed since: the message no longer applies
+    return started
 
 
 def unique_name(name: str) -> str:
@@ -291,14 +446,37 @@ def metrics(job, s) -> None:
         g[2].metric("bf16", "on" if latest.get("bf16") else "off", help="bfloat16 autocast")
 
 
-def pick(where, label: str, options, key: str, **kw):
-    """The form's selectbox for field ``key`` (kept across pages, see ``restore``)."""
-    return choice(where, label, options, P + key, **kw)
+def pick(where, label: str, options, key: str, on_change=None, **kw):
+    """The form's selectbox for field ``key`` (its value kept in the form, see ``FORM``); a kept
+    value that is no longer an option becomes the first one, in the form too."""
+    options, f = list(options), form()
+    if f[key] not in options:
+        f[key] = st.session_state[P + key] = options[0]
+    return where.selectbox(label, options, key=P + key, on_change=on_change or commit, args=(key,), **kw)
 
 
-def number(where, label: str, lo, hi, key: str, **kw):
-    """The form's number box for field ``key``."""
-    return where.number_input(label, lo, hi, key=P + key, **kw)
+def number(where, label: str, lo, hi, key: str, *, above: bool = False, **kw):
+    """The form's number box for field ``key``, from ``lo`` (above ``lo`` with ``above``) to
+    ``hi``: a value outside is refused beside Start with this label and range (``problems``)."""
+    st.session_state.setdefault(LIMITS, {})[key] = (label, lo, hi, above)
+    if isinstance(lo, int):
+        kw.setdefault("step", 1)  # a whole number (without bounds Streamlit would make it a float)
+    return where.number_input(label, key=P + key, on_change=commit, args=(key,), **kw)
+
+
+def radio(where, label: str, options, key: str, **kw):
+    """The form's radio for field ``key``."""
+    return where.radio(label, options, key=P + key, on_change=commit, args=(key,), **kw)
+
+
+def checkbox(where, label: str, key: str, **kw):
+    """The form's checkbox for field ``key``."""
+    return where.checkbox(label, key=P + key, on_change=commit, args=(key,), **kw)
+
+
+def text(where, label: str, key: str, **kw):
+    """The form's text box for field ``key``."""
+    return where.text_input(label, key=P + key, on_change=commit, args=(key,), **kw)
 
 
 def run_picker(jobs) -> str:

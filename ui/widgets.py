@@ -26,11 +26,16 @@ def forget_on_model_change(lm, scope: str, keys: Sequence[str]) -> bool:
 
 def choice(where, label: str, options: Sequence, key: str, default=None, **kw):
     """A selectbox whose kept value is dropped when it is no longer an option (then ``default``,
-    or the first option)."""
+    or the first option). The box's own default (``index``) is always the value it holds: a
+    value written only into session state left the browser showing the first option after a
+    later run redrew the box (Compare's "Setting that differs" read "positional scheme" while the
+    pair trained pre vs post norm, in about one new tab in four)."""
     options = list(options)
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = options[0] if default not in options else default
-    return where.selectbox(label, options, key=key, **kw)
+    ss = st.session_state
+    if key in ss and ss[key] not in options:
+        del ss[key]  # then the box starts again from its default, below
+    value = ss[key] if key in ss else (default if default in options else options[0])
+    return where.selectbox(label, options, index=options.index(value), key=key, **kw)
 
 
 def layer_head(cfg, prefix: str, where=None, *, average: bool = False) -> tuple[int, int | None]:
@@ -123,6 +128,17 @@ def site_layer_head(cfg, prefix: str, stacked: bool = False):
 def column_pairs(n: int) -> list:
     """``n`` columns laid out two per row: each chart stays readable at 1024 px."""
     return [c for _ in range((n + 1) // 2) for c in st.columns(2)][:n]
+
+
+CELL_PX = 470  # two cells a row from a 1440 px screen (main column 980 px), one on a 1024 px one (564)
+
+
+def chart_cells(n: int, width: int = CELL_PX) -> list:
+    """``n`` containers ``width`` px wide in a row that wraps: side by side where the page is wide
+    enough, one under another where not (at 1024 px two columns of 274 px cut the charts'
+    titles and axis titles). Each is a context manager, like a column."""
+    row = st.container(horizontal=True, gap="medium")
+    return [row.container(width=width) for _ in range(n)]
 
 
 def metric_row(*items) -> None:

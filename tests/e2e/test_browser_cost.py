@@ -1,6 +1,7 @@
 """Cost page in a real browser: it renders (reference or analytic curves), switching the pass
 re-renders quickly, and "Measure now" at tiny sizes (n = 256, 512; set with the keyboard on the
 sliders) shows the measured figures and the KV-cache table. Prints p50/p95 timings."""
+import re
 import time
 
 from browser_helpers import SCREENSHOTS, TRAINING_DEADLINE_MS, chart_title, first_renders, report, rerun, settle
@@ -56,3 +57,15 @@ def test_cost_page(page, open_page, timings) -> None:
 
     timings["cost_measure_tiny_s"] = round(measured, 2)
     print(report(timings, "cost", firsts, switches) + f"; measure (n 256-512) {measured:.1f} s")
+
+
+def test_measure_now_says_how_long_first(page, open_page) -> None:
+    """Issue 30, item 6: Measure now was 67 s without a word beforehand. Before anything is
+    pressed the page says how long it will take on this server and how that was estimated."""
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_page(page, "/cost")
+    said = page.get_by_text(re.compile(r"^Measure now takes about \d+ s on this server now"))
+    expect(said).to_be_visible()
+    assert "calibration just now" in said.inner_text()
+    said.scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / "cost_estimate_1024.png"))

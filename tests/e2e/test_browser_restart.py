@@ -75,7 +75,8 @@ def test_a_run_survives_kill_9_of_the_server_and_its_worker(browser, tiny_zoo, t
         select(page, main, "Task", "copy")
         expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(r"^copy-"))  # the preset
         settle(page)
-        form = page.locator("[data-testid='stForm']")  # the run's form, not fine-tuning's
+        form = page.locator(".st-key-train_form")  # the run's form, not fine-tuning's (issue 30:
+        # no longer an st.form, whose Enter started a run)
         form.get_by_label("Steps", exact=True).fill(str(STEPS))
         form.get_by_label("Warmup steps").fill("5")
         form.get_by_label("Batch size", exact=True).fill("8")

@@ -50,8 +50,10 @@ def test_shipped_checkpoint_deleted_while_selected(app, classroom):
 
 # ------------------------------------------------------------------------------ training
 @pytest.mark.parametrize("values, message", [
-    (dict(lr=0.0), r"lr=0(\.0)? must be above 0"),
-    (dict(lr=10.0), r"absurdly large"),
+    # issue 30: the form names its field and range (the config's "lr=0.0 must be above 0" and
+    # "lr=10.0 is absurdly large (at most 1.0)" named neither the field as shown nor both ends)
+    (dict(lr=0.0), r"\*\*Learning rate\*\* must be above 0 and at most 1 \(it is 0\)"),
+    (dict(lr=10.0), r"\*\*Learning rate\*\* must be above 0 and at most 1 \(it is 10\)"),
     (dict(steps=1), r"warmup=1 must be below steps=1"),
     (dict(d_model=30), r"not divisible by n_heads"),
 ], ids=["lr-zero", "lr-absurd", "steps-one-warmup", "d_model-heads"])

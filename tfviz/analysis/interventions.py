@@ -154,9 +154,10 @@ _HEADS = re.compile(r"^L(\d+)(?:H(\d+))?$")
 
 
 def parse_heads(model, text: str, stack: str = "", attention: str = "attn") -> list[Site]:
-    """"L1H1+L1H3" -> those heads; "L1" -> every head of layer 1; "" -> none. ValueError for a
-    head or layer the model does not have."""
-    cfg, out = model.config, []
+    """"L1H1+L1H3" -> those heads; "L1" -> every head of layer 1. ValueError for a head or layer
+    the model does not have, a head named twice ("L1H1+L1H1", "L1+L1H2": the set would read as
+    two heads switched off where one is), and a set that names no head ("", "+")."""
+    cfg, out, seen = model.config, [], {}
     for part in filter(None, (p.strip() for p in re.split(r"[+, ]", text))):
         m = _HEADS.match(part.upper())
         if m is None:
@@ -165,7 +166,15 @@ def parse_heads(model, text: str, stack: str = "", attention: str = "attn") -> l
         hs = range(cfg.n_heads) if m[2] is None else [int(m[2])]
         if layer >= cfg.n_layers or any(h >= cfg.n_heads for h in hs):
             raise ValueError(f"{part!r}: the model has {cfg.n_layers} layers of {cfg.n_heads} heads")
+        for h in hs:
+            if (layer, h) in seen:
+                raise ValueError(f"L{layer}H{h} is in the set twice ({seen[layer, h]!r} and "
+                                 f"{part!r}): name each head once")
+            seen[layer, h] = part
         out += [head(layer, h, stack, attention) for h in hs]
+    if not out:
+        raise ValueError(f"{text.strip()!r} names no head: write heads as L1H3, a layer as L1, "
+                         "joined by +")
     return out
 
 

@@ -100,12 +100,121 @@ def measure(s: Settings, models: list[KvModel], progress: Progress, shipped: boo
                        torch.float32, s.mem_budget_gib, log=lambda *_: None, passes=(s.pass_,),
                        progress=lambda f, text: progress(0.8 * f, f"Attention — {text}"),
                        time_limit_s=s.time_limit_s)
+        attention_s = time.perf_counter() - t0
         sizes, speed = kv_tables(models, s.repeats, lambda f, text: progress(0.8 + 0.2 * f, text))
         progress(1.0, "done")
         return dict(attention=df, sizes=sizes, speed=speed, shipped=shipped, machine=where,
-                    settings=s, seconds=time.perf_counter() - t0)
+                    settings=s, seconds=time.perf_counter() - t0, attention_seconds=attention_s)
     finally:
         torch.set_num_threads(threads_before)
+
+
+# ------------------------------------------------------------------------------ how long it takes
+CAL_N = 512      # the calibration's n: past the small sizes' fixed costs, a fraction of a second
+KV_CAL_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How long ``measure`` will take here: ``seconds`` in all, of which ``attention_s`` the
+    attention benchmark (its own time limit applied) and ``kv_s`` the KV caches; ``how`` says
+    where the figure comes from, ``calibration_s`` what finding it cost."""
+    seconds: float
+    attention_s: float
+    kv_s: float
+    how: str
+    calibration_s: float
+
+
+def calibrate(s: Settings, models: list[KvModel]) -> dict:
+    """This server's speed now, for ``estimate``: each attention variant's seconds per call at
+    n = ``CAL_N`` (``s``'s window and pass, one repeat), and each KV model's seconds per generated
+    token with and without its cache (``KV_CAL_TOKENS`` tokens after a ``KV_PROMPT``-token prompt,
+    under the model's lock)."""
+    threads_before = torch.get_num_threads()
+    t0 = time.perf_counter()
+    try:
+        if s.device == "cpu":
+            torch.set_num_threads(s.threads)
+        df = bench.run([CAL_N], s.window, HEADS, D_HEAD, BATCH, True, 1, None, s.device, torch.float32,
+                       s.mem_budget_gib, log=lambda *_: None, passes=(s.pass_,))
+        kv = []
+        for kind, _, model, lock in models:
+            prompt = kvcache.random_prompt(model, KV_PROMPT, BATCH)
+            with lock:
+                per = {c: kvcache.time_once(lambda c=c: model.generate(prompt, KV_CAL_TOKENS, use_cache=c))
+                       / KV_CAL_TOKENS for c in (True, False)}
+            kv.append(dict(kind=kind, steps=(model.config.max_positions or 256) - KV_PROMPT,
+                           cached_s=per[True], full_s=per[False]))
+    finally:
+        torch.set_num_threads(threads_before)
+    times = {r["variant"]: float(r["time_s"]) for _, r in df.iterrows() if not r["skipped"]}
+    return dict(n=CAL_N, attention=times, kv=kv, seconds=time.perf_counter() - t0)
+
+
+def _calls(pass_: str, device: str, repeats: int) -> int:
+    """Calls of one (variant, pass) at one n in ``bench.run``: warm-up, repeats, the peak pass."""
+    warm = 1 if device == "cuda" or pass_ == "fwd" else 0
+    return warm + repeats + 1
+
+
+def _attention_seconds(s: Settings, per_call) -> float:
+    """The attention benchmark's seconds for ``per_call(n, variant)`` seconds a call, with
+    ``bench.run``'s time limit played out as it plays it (variants whose predicted time no longer
+    fits are skipped, cheapest kept first)."""
+    calls = _calls(s.pass_, s.device, s.repeats)
+    variants = list(per_call(s.ns[0], None))
+    total, spent, prev = 0.0, {}, None
+    for n in s.ns:
+        live = variants
+        if prev is not None:
+            left, live = s.time_limit_s - total, []
+            predicted = {v: spent[v] * (n / prev) ** bench._growth(v) for v in variants if v in spent}
+            for v in sorted(predicted, key=predicted.get):
+                if predicted[v] <= left:
+                    live.append(v)
+                    left -= predicted[v]
+        spent = {v: per_call(n, v) * calls for v in live}
+        total += sum(spent.values())
+        variants, prev = live, n
+    return total
+
+
+def _kv_seconds(kv: list[dict], repeats: int) -> float:
+    """``kv_tables``' seconds from each model's per-token costs: the cache table steps the cached
+    model to its last position; the speed test generates ``KV_SPEED_TOKENS`` with and without the
+    cache, ``repeats`` times. Without the cache a step re-reads the whole sequence: its cost is
+    taken to grow in proportion to the length from one cached step at 1 token to the measured
+    one at ``KV_PROMPT + KV_CAL_TOKENS / 2``."""
+    total = 0.0
+    for m in kv:
+        new = min(KV_SPEED_TOKENS, m["steps"])
+        slope = max(0.0, m["full_s"] - m["cached_s"]) / (KV_PROMPT + KV_CAL_TOKENS / 2 - 1)
+        full = sum(m["cached_s"] + slope * (KV_PROMPT + t - 1) for t in range(new))
+        total += m["steps"] * m["cached_s"] + repeats * (new * m["cached_s"] + full)
+    return total
+
+
+def estimate(s: Settings, calibration: dict) -> Estimate:
+    """How long ``measure(s, …)`` will take on this server, from a ``calibrate`` just taken: a
+    variant's call at n costs its calibrated call × the analytic FLOPs at n over those at
+    ``CAL_N`` (``tfviz.analysis.cost.attention_flops``); a variant not calibrated (over the memory
+    budget at ``CAL_N``) is not counted."""
+    cal, bwd = calibration["attention"], s.pass_ == "fwd+bwd"
+
+    def flops(n, v):
+        return bench.attention_flops(n, s.window if v.startswith("window") else None, HEADS, D_HEAD,
+                                     BATCH, bwd, True, bench.KERNEL[v])
+
+    def per_call(n, v):
+        if v is None:
+            return cal
+        return cal[v] * flops(n, v) / flops(calibration["n"], v)
+    attention, kv = _attention_seconds(s, per_call), _kv_seconds(calibration["kv"], s.repeats)
+    how = (f"from a calibration just now ({calibration['seconds']:.1f} s): each attention variant "
+           f"timed once at n = {calibration['n']} and scaled by its analytic FLOPs, each KV model "
+           f"stepped {KV_CAL_TOKENS} tokens with and without its cache")
+    return Estimate(attention + kv, attention, kv, how, calibration["seconds"])
 
 
 def time_column(device: str, threads: int | None, columns=("time_s", "cpu_s")) -> tuple[str, str, str]:

@@ -119,12 +119,34 @@ def interleave(fns: dict[str, Callable[[], object]], reps: int, warmup: int,
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def step_seconds(model, inputs: tuple, targets: torch.Tensor, repeats: int = 5,
-                 warmup: int = 1) -> float:
-    """Median wall seconds of one training step's forward and backward (mean cross-entropy over
-    the targets, -100 ignored; no optimizer update) of ``model`` on ``inputs`` (the tensors its
-    forward takes) — the Compare page's "measured step time". Gradients are cleared after; the
-    model's train/eval mode is restored."""
+STEP_WARMUP = 2  # untimed steps of each model first: the first steps pay one-off costs
+
+
+def step_times(runs: list[tuple], repeats: int = 3, warmup: int = STEP_WARMUP) -> list[float]:
+    """Median wall seconds of one training step (``step_seconds``) of each ``(model, inputs,
+    targets)``, compared fairly: every model first takes ``warmup`` untimed steps (the process's
+    first backward, a shape's first kernels: the first model's row read 1,328 ms beside ~310 ms),
+    then the timed steps go round the models in turn, so a change in the machine's load falls on
+    all of them alike. Each model's train/eval mode is restored and its gradients cleared."""
+    steps = [_step(*r) for r in runs]
+    modes = [m.training for m, *_ in runs]
+    times: list[list[float]] = [[] for _ in runs]
+    try:
+        for (m, *_), step in zip(runs, steps):
+            m.train()
+            for _ in range(warmup):
+                step()
+        for _ in range(max(1, repeats)):
+            for i, ((m, inputs, _), step) in enumerate(zip(runs, steps)):
+                times[i].append(time_once(step, next(m.parameters()).device))
+    finally:
+        for (m, *_), was in zip(runs, modes):
+            m.zero_grad(set_to_none=True)
+            m.train(was)
+    return [sorted(t)[len(t) // 2] for t in times]
+
+
+def _step(model, inputs: tuple, targets: torch.Tensor) -> Callable[[], None]:
     device = next(model.parameters()).device
     inputs = tuple(x.to(device) for x in inputs)
     targets = targets.to(device)
@@ -133,14 +155,13 @@ def step_seconds(model, inputs: tuple, targets: torch.Tensor, repeats: int = 5,
         logits = model(*inputs)
         torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
                                           ignore_index=-100).backward()
+    return step
 
-    was = model.training
-    model.train()
-    try:
-        for _ in range(warmup):
-            step()
-        times = sorted(time_once(step, device) for _ in range(max(1, repeats)))
-    finally:
-        model.zero_grad(set_to_none=True)
-        model.train(was)
-    return times[len(times) // 2]
+
+def step_seconds(model, inputs: tuple, targets: torch.Tensor, repeats: int = 5,
+                 warmup: int = 1) -> float:
+    """Median wall seconds of one training step's forward and backward (mean cross-entropy over
+    the targets, -100 ignored; no optimizer update) of ``model`` on ``inputs`` (the tensors its
+    forward takes), after ``warmup`` untimed steps. Gradients are cleared after; the model's
+    train/eval mode is restored. Several models compared: ``step_times``."""
+    return step_times([(model, inputs, targets)], repeats, warmup)[0]

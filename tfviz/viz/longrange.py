@@ -16,6 +16,16 @@ import plotly.graph_objects as go
 from .theme import HEAD_COLOURS, apply_theme
 
 TRAINED_FILL = "rgba(156,163,175,0.18)"
+# One look per model, in drawing order: each later line narrower and broken, so where two models
+# measure the same (an LSTM and a transformer both at accuracy 1; an RNN's and an LSTM's path
+# length, n - 1 both) the first shows around the second's gaps instead of hiding under it.
+LINE_STYLES = [dict(width=7, dash="solid", symbol="circle"), dict(width=4, dash="dash", symbol="square"),
+               dict(width=2.5, dash="dot", symbol="diamond"), dict(width=2, dash="dashdot", symbol="x")]
+Y_ROOM = 1.14  # accuracy axes reach above 1: room for the "trained" label over lines at 1.0
+
+
+def line_style(i: int) -> dict:
+    return LINE_STYLES[i % len(LINE_STYLES)]
 
 
 def _need(df: pd.DataFrame, columns: set[str], who: str) -> None:
@@ -24,23 +34,40 @@ def _need(df: pd.DataFrame, columns: set[str], who: str) -> None:
         raise ValueError(f"{who} needs columns {sorted(missing)}")
 
 
-def _trained_band(fig: go.Figure, x: pd.Series, trained: pd.Series, what: str) -> None:
-    """Shade the x range the models were trained on (rows with ``trained`` True)."""
+def _trained_band(fig: go.Figure, x: pd.Series, trained: pd.Series, what: str, log: bool = False) -> None:
+    """Shade the x range the models were trained on (rows with ``trained`` True), half a step
+    past its ends (on a log axis a geometric half step: 0.5 below 1 was a tick "5")."""
     inside = x[trained.astype(bool)]
     if len(inside):
-        fig.add_vrect(x0=float(inside.min()) - 0.5, x1=float(inside.max()) + 0.5, fillcolor=TRAINED_FILL,
-                      line_width=0, layer="below", annotation_text=f"trained {what}",
-                      annotation_position="top left")
+        lo, hi = float(inside.min()), float(inside.max())
+        if log:
+            xs = np.unique(x.to_numpy(dtype=float))
+            half = float(np.sqrt(xs[1] / xs[0])) if len(xs) > 1 and xs[0] > 0 else 1.5
+            x0, x1 = lo / half, hi * half
+        else:
+            x0, x1 = lo - 0.5, hi + 0.5
+        fig.add_vrect(x0=x0, x1=x1, fillcolor=TRAINED_FILL, line_width=0, layer="below",
+                      annotation_text=f"trained {what}", annotation_position="top left")
+
+
+def _data_ticks(x: pd.Series) -> dict:
+    """A log axis labelled at the measured values only (its own minor ticks read "5 6 7 8 9 1 2 3")."""
+    xs = np.unique(x.to_numpy(dtype=float))
+    return dict(tickmode="array", tickvals=xs.tolist(), ticktext=[f"{v:g}" for v in xs], minor=dict(ticks=""))
 
 
 def _lines(df: pd.DataFrame, x: str, y: str, model: str, hover: str, dash_of=None) -> list[go.Scatter]:
-    traces = []
+    traces, seen = [], {}
     for i, (name, g) in enumerate(df.groupby(model, sort=False)):
-        g = g.sort_values(x)
+        g, style = g.sort_values(x), line_style(i)
+        points = (tuple(g[x].tolist()), tuple(np.round(g[y].to_numpy(dtype=float), 12).tolist()))
+        twin = seen.setdefault(points, str(name))  # a line drawn exactly on an earlier one: said
         traces.append(go.Scatter(
-            x=g[x].to_numpy(), y=g[y].to_numpy(dtype=float), mode="lines+markers", name=str(name),
-            line=dict(color=HEAD_COLOURS[i % len(HEAD_COLOURS)], width=2.5,
-                      dash=dash_of(name) if dash_of else None),
+            x=g[x].to_numpy(), y=g[y].to_numpy(dtype=float), mode="lines+markers",
+            name=str(name) if twin == str(name) else f"{name} (on {twin}'s line)",
+            line=dict(color=HEAD_COLOURS[i % len(HEAD_COLOURS)], width=style["width"],
+                      dash=dash_of(name) if dash_of else style["dash"]),
+            marker=dict(symbol=style["symbol"], size=style["width"] + 5),
             customdata=g[["n"]].to_numpy() if "n" in g else None,
             hovertemplate=f"{name}: {hover}<extra></extra>"))
     return traces
@@ -54,13 +81,14 @@ def accuracy_vs_distance(df: pd.DataFrame, *, model: str = "model",
     _need(df, {model, "distance", "accuracy", "n", "trained", "chance"}, "accuracy_vs_distance")
     fig = go.Figure(_lines(df, "distance", "accuracy", model,
                            "distance %{x} → accuracy %{y:.3f} (%{customdata[0]} fresh sequences)"))
-    _trained_band(fig, df["distance"], df["trained"], "distances")
+    _trained_band(fig, df["distance"], df["trained"], "distances", log=True)
     chance = float(df["chance"].iloc[0])
     fig.add_hline(y=chance, line=dict(dash="dot", color="#6b7280"),
                   annotation_text=f"chance {chance:.3f}", annotation_position="bottom right")
     fig.update_xaxes(title=dict(text="distance (filler tokens between the key and the question)"),
-                     type="log")
-    fig.update_yaxes(title=dict(text="accuracy (fresh sequences)"), range=[0, 1.03])
+                     type="log", **_data_ticks(df["distance"]))
+    fig.update_yaxes(title=dict(text="accuracy (fresh sequences)"), range=[0, Y_ROOM],
+                     tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1])
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return apply_theme(fig, title=title, height=440, width=820)
 
@@ -74,10 +102,11 @@ def gradient_vs_distance(df: pd.DataFrame, *, model: str = "model",
     fig = go.Figure()
     for i, (name, g) in enumerate(df.groupby(model, sort=False)):
         g = g.sort_values("steps_back")
-        colour = HEAD_COLOURS[i % len(HEAD_COLOURS)]
+        colour, style = HEAD_COLOURS[i % len(HEAD_COLOURS)], line_style(i)
         fig.add_trace(go.Scatter(
             x=g["steps_back"].to_numpy(), y=g["grad_norm"].to_numpy(dtype=float), mode="lines",
-            name=str(name), line=dict(color=colour, width=2.5), customdata=g[["token_kind"]].to_numpy(),
+            name=str(name), line=dict(color=colour, width=min(style["width"], 4), dash=style["dash"]),
+            customdata=g[["token_kind"]].to_numpy(),
             hovertemplate=(f"{name}: %{{x}} steps back (%{{customdata[0]}}) → gradient norm "
                            "%{y:.3g}<extra></extra>")))
         key = g[g["token_kind"] == "key"]
@@ -118,7 +147,8 @@ def accuracy_vs_length(df: pd.DataFrame, *, model: str = "model", value: str = "
                            f"length %{{x}} → {what} %{{y:.3f}} (%{{customdata[0]}} fresh sources)"))
     _trained_band(fig, df["length"], df["trained"], "lengths")
     fig.update_xaxes(title=dict(text="source length (tokens)"), dtick=2)
-    fig.update_yaxes(title=dict(text=f"accuracy ({what})"), range=[0, 1.03])  # fresh: in the hover
+    fig.update_yaxes(title=dict(text=f"accuracy ({what})"), range=[0, Y_ROOM],  # fresh: in the hover
+                     tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1])
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return apply_theme(fig, title=title, height=440, width=820)
 

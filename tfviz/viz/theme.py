@@ -94,6 +94,28 @@ def apply_theme(fig: go.Figure, *, title: str | None = None, height: int | None 
     return fig
 
 
+TITLE_CHARS = 46  # a title line that fits a 470 px chart (two charts a row at 1440 px, one at 1024)
+
+
+def wrap_title(text: str, chars: int = TITLE_CHARS) -> tuple[str, int]:
+    """``text`` broken into lines of at most ``chars`` characters at spaces (Plotly joins them
+    with <br>; a chart narrower than its title cut it) -> (text, number of lines)."""
+    lines: list[str] = []
+    for word in str(text).split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= chars:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines), len(lines)
+
+
+def titled(fig: go.Figure, title: str, chars: int = TITLE_CHARS) -> go.Figure:
+    """The title wrapped (``wrap_title``), the top margin grown by a line for each extra line."""
+    text, n = wrap_title(title, chars)
+    fig.update_layout(title=dict(text=text), margin=dict(t=MARGIN["t"] + 22 * (n - 1)))
+    return fig
+
+
 def attention_colour(colorbar_title: str = "weight") -> dict:
     """Heatmap kwargs for attention weights: the sequential scale fixed to 0..1."""
     return dict(colorscale=ATTENTION_SCALE, zmin=0.0, zmax=1.0,
