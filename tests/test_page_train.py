@@ -610,6 +610,24 @@ def test_a_reopened_session_shows_what_start_trains(queued_only, name) -> None:
     assert_trains_what_it_shows(form, second)
 
 
+@pytest.mark.parametrize("shape", ["GPT-2-shaped", "Llama-shaped"])
+def test_a_reopened_session_keeps_its_runs_architecture_shape(queued_only, shape) -> None:
+    """Issue 30, items 1 and 4 together: the last run was trained with an Architecture shape, whose
+    settings the form does not show (norm, activation, biases, ...). The reopened form names that
+    shape, and Start trains the very same model config (not the preset's hidden settings)."""
+    at = open_train("coref")
+    at.selectbox(key="train_shape").select(shape).run()
+    at.button(key="train_start").click().run()
+    (first,) = my_jobs(at)
+    again = reopen(at)
+    assert again.selectbox(key="train_shape").value == shape
+    again.button(key="train_start").click().run()
+    assert not again.exception and not again.error, [e.value for e in again.error]
+    second = my_jobs(again)[-1]
+    assert second.id != first.id
+    assert second.spec["model_config"] == first.spec["model_config"]
+
+
 def test_start_pressed_while_a_preset_is_applied_is_refused(queued_only) -> None:
     """Issue 30, item 1 (the race of the last closing note): Start pressed in a browser that had not
     drawn the new task's preset yet sends the old task's values with it. Nothing starts, the old

@@ -233,11 +233,26 @@ def run_values(job) -> dict | None:
     if kind == "transformer":
         v.update(pos=cfg.pos, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, window=cfg.window or 0,
                  attn_only=cfg.attn_only, attn_kind=attention_kind(cfg.n_heads, cfg.n_kv_heads))
+        v["shape"] = run_shape(cfg)  # its hidden settings (norm, activation, ...) are the shape's
     else:
         v.update(d_hidden=cfg.d_hidden, rnn_attention=cfg.attention)
     if tc.device in DEVICES:
         v["device"] = tc.device
     return v
+
+
+def run_shape(cfg) -> str:
+    """The "Architecture shape" a run's config was trained as: the family it is exactly a model of
+    (the settings the form does not show come from that shape at Start), else "tfviz (any
+    setting)" (they come from the preset)."""
+    from tfviz.interop.export import family_for
+
+    try:
+        adapter = family_for(cfg)
+    except ValueError:
+        return ANY
+    label = getattr(adapter, "shape_label", None)
+    return label if label in _shapes() else ANY
 
 
 def attention_kind(n_heads: int, n_kv_heads: int) -> str:
