@@ -82,6 +82,13 @@ QUICK: dict[str, Preset] = {
                   dict(SMALL, arch="encoder", pos="alibi"), _cpu(600, 30, eval_every=100)),
     "lm": Preset("lm", "previous-token heads; the loss falls well below log(vocab)",
                  dict(SMALL, arch="decoder", pos="rope"), _cpu(400, 20, eval_every=100)),
+    # one layer, loss on every word: one head's pattern from the final pronoun is the choice
+    # (tfviz.zoo.specs.AGREEMENT_TRIED: with two layers the choice can pass elsewhere)
+    "agreement": Preset("agreement", "one head's attention goes from the final pronoun to the noun "
+                        "of its number (it/its -> the singular one, they/their -> the plural one); "
+                        "switch it off on the Effects tab and the model guesses between the nouns",
+                        dict(SMALL, n_layers=1, arch="decoder", pos="rope", attn_only=True),
+                        _cpu(800, 40, eval_every=100), dict(loss_on="all")),
     "recall": Preset("recall", "at [SEP] a head attends straight to the key, however many fillers "
                      "lie between (the Why attention page compares RNNs and LSTMs)",
                      dict(SMALL, arch="decoder", pos="rope"), _cpu(300, 15),
@@ -92,11 +99,12 @@ GPU_TASK_PARAMS = {"lm": dict(n_sentences=100_000)}  # 5x the text: a bigger mod
 # Step caps from validation curves measured on an H100 (docs/bench/presets_cuda_curves.txt): every task
 # had levelled off by about a third of these; early stopping usually ends a run before the cap.
 # Encoder-decoder steps cost about twice a decoder's.
-GPU_STEPS = {"coref": 1000, "induction": 1000, "copy": 800, "reverse": 800, "sort": 800,
+GPU_STEPS = {"coref": 1000, "agreement": 1000, "induction": 1000, "copy": 800, "reverse": 800, "sort": 800,
              "translate": 800, "mlm": 1500, "lm": 1500, "recall": 800}
 
 BIGGER: dict[str, Preset] = {
-    name: Preset(p.task, p.what, {**p.model, **BIG, **({"n_heads": 4} if name == "induction" else {})},
+    name: Preset(p.task, p.what, {**p.model, **BIG, **({"n_heads": 4} if name == "induction" else {}),
+                                  **({"n_layers": 1} if name == "agreement" else {})},
                  _gpu(GPU_STEPS[name]),
                  {**p.task_params, **GPU_TASK_PARAMS.get(name, {})})
     for name, p in QUICK.items()

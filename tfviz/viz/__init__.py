@@ -33,7 +33,7 @@ from .compare import head_role_grid, position_curves
 from .cost import (analytic_figure, compact, cost_figure, kv_cache_figure, memory_figure,
                    speed_figure, time_figure)
 from .data import cosine_similarity, figure_data
-from .effects import (attribution_bars, circuit_heatmap, effect_heatmap, logit_lens_heatmap,
+from .effects import (attribution_bars, circuit_heatmap, effect_heatmap, logit_lens_heatmap, pattern_and_effect,
                       pattern_vs_effect, position_effect_heatmap)
 from .export import Slide, figure_html, figure_title, slides_html
 from .embeddings import analogy_bars, embedding_map, one_hot_vs_learned
@@ -63,7 +63,7 @@ __all__ = [
     "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
     "generation_frame", "grad_norm_heatmap", "head_heatmap", "head_role_grid", "head_score_bars",
     "heads_grid", "inputs_bar", "kv_cache_figure",
-    "kv_cache_growth", "layer_grad_norm_bars", "line_view", "logit_change_bars", "logit_lens_heatmap",
+    "kv_cache_growth", "layer_grad_norm_bars", "line_view", "logit_change_bars", "logit_lens_heatmap", "pattern_and_effect",
     "loss_curves",
     "mask_frame", "mask_grid",
     "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "one_hot_vs_learned",

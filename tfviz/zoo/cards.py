@@ -56,6 +56,15 @@ def headline(card: dict) -> str:
                 f"{_pct(a['antecedent_max'])}; mission s1: L{s1['law']['layer']}H{s1['law']['head']}"
                 f"->law {_f(s1['law']['weight'], 2)}, L{s1['application']['layer']}"
                 f"H{s1['application']['head']}->application {_f(s1['application']['weight'], 2)}")
+    if kind == "agreement":
+        ph = f["pattern_heads"]
+        if not ph:
+            return f"test accuracy {_pct(m['accuracy'])}; no head's pattern picks the referent"
+        name = ph[0] if len(ph) == 1 else " + ".join(ph)
+        return (f"test accuracy {_pct(m['accuracy'])} (pairwise {_pct(m['pairwise_accuracy'])}); "
+                f"pattern head {name}: off -> pairwise "
+                f"{_pct(m.get(f'off.{name}.heldout.pairwise_accuracy'))}, patched from the other "
+                f"pronoun -> {_pct(m.get(f'patch.{name}.heldout.flips'))} of answers flip")
     if kind == "induction":
         f = card["finding"]
         worst = max(r["loss_repeat"] for r in f["heldout"])
@@ -141,6 +150,15 @@ def card_markdown(card: dict) -> str:
                          f"L{r['application']['layer']}H{r['application']['head']} -> application "
                          f"{_f(r['application']['weight'], 3)} ({'holds' if r['holds'] else 'does not hold'})")
         lines += ["", f"_{f['note']}_", ""]
+    if card["kind"] == "agreement":
+        f = card["finding"]
+        for r in f["mission"]:
+            a = r["answers"]
+            offs = "; ".join(f"{x['heads off']} off: {x['answer']} ({_f(x['P(answer)'], 3)})" for x in a[1:])
+            lines.append(f"- “{r['text']}” -> {a[0]['answer']} ({_f(a[0]['P(answer)'], 3)})"
+                         + (f"; {offs}" if offs else ""))
+        lines += ["", f"Checks: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in f["checks"].items()),
+                  "", f"_{f['note']}_", ""]
     if card.get("tried"):
         lines += ["Configurations tried (exploration runs, not shipped):"] + \
             [f"- {x}" for x in card["tried"]] + [""]
