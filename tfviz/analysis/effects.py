@@ -29,6 +29,7 @@ from .interventions import (Metric, Progress, Site, effect, head, logit_diff, lo
                             sweep, top1)
 
 PATTERN = layer_template("attn.hook_pattern")
+PRONOUN_TASKS = ("coref", "agreement")  # tasks whose examples name two candidate nouns and a referent
 
 
 @dataclass
@@ -159,14 +160,14 @@ def input_probe(model, task_name: str | None, ids: Sequence[int], meta: dict | N
     t = torch.tensor([list(ids)])
     inputs = (t,) if src is None else (torch.tensor([list(src)]), t)
     meta = meta or {}
-    if task_name == "coref" and meta.get("referent") is not None and src is None:
+    if task_name in PRONOUN_TASKS and meta.get("referent") is not None and src is None:
         return coref_probe([_Row(list(ids), meta)])
     if task_name == "induction" and src is None and copy_positions(list(ids))[0]:
         return induction_repeat_probe(t)
     if model.config.arch == "encoder":
         masks = [i for i, x in enumerate(ids) if x == mask_id]
         return answer_probe(model, inputs, masks or range(len(ids)))
-    if task_name == "coref":
+    if task_name in PRONOUN_TASKS:
         return answer_probe(model, inputs, [len(ids) - 1])
     probe = lm_probe(t)
     return Probe("lm", inputs, probe.metrics, higher=False)

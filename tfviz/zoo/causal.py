@@ -355,8 +355,9 @@ def agreement_markdown(d: dict) -> str:
 def mission_effects(model, task, heads: list[str] | None = None, sentences=None) -> list[dict]:
     """The pronoun sentences (default: the task's mission sentences) with pattern and effect side
     by side, for a lesson or a page: per sentence, its text, tokens, query position, the two
-    candidates (answer words and positions), every head's attention from the final pronoun on
-    each candidate ([layer, head] per candidate), and what the model answers at the query
+    candidates (answer words and positions), every head's attention from the final pronoun
+    ("pattern" [layer, head, k_pos]) and on each candidate ("weights": [layer, head] per
+    candidate), and what the model answers at the query
     unchanged and with each of ``heads`` (default: every head) switched off, as (token,
     probability), with P(each candidate's answer)."""
     from ..analysis.effects import top_answers
@@ -386,6 +387,7 @@ def mission_effects(model, task, heads: list[str] | None = None, sentences=None)
                     "candidates": words, "referent": m.get("referent"),
                     "positions": [list(c) for c in m["candidate_mentions"]],
                     "weights": {w: p[:, :, list(c)].sum(-1) for w, c in zip(words, m["candidate_mentions"])},
+                    "pattern": p,
                     "answers": pd.DataFrame(rows)})
     return out
 
@@ -420,8 +422,8 @@ def pronoun_contrast(coref_model, coref_task, agreement_model, agreement_task,
                 "story": story(d)}
         side["line"] = (f"{h} puts {side['weight']:.2f} of the final pronoun's attention on "
                         f"“{ref}”. Switched off, the model answers “{side['after'][0]}” "
-                        f"({side['after'][1]:.3g}; with every head on “{side['before'][0]}”, "
-                        f"{side['before'][1]:.3g}) on this sentence, and over {side['n']} held-out "
+                        f"({side['after'][1]:.4g}; with every head on “{side['before'][0]}”, "
+                        f"{side['before'][1]:.4g}) on this sentence, and over {side['n']} held-out "
                         f"sentences it prefers the referent to the other noun in "
                         f"{100 * off:.0f}% (with every head on {100 * base:.0f}%).")
         out[key] = side

@@ -29,8 +29,8 @@ from ..paths import zoo_dir
 from ..recording import record
 from .cards import POSITIONS, headline
 from ..analysis.induction import condition_probes, pool_positions, position_curve, position_losses
-from .measure import (CROSS, HELDOUT_BATCH, HELDOUT_SEED, PATTERN, alignment_targets,
-                      heldout_conditions, induction_scores)
+from .measure import (CANDIDATES, CROSS, HELDOUT_BATCH, HELDOUT_SEED, MISSION_MIN_WEIGHT, PATTERN,
+                      alignment_targets, heldout_conditions, induction_scores)
 
 SEEDS = {
     "coref": "Vaswani et al. 2017, Fig. 4 ('Attention is all you need'): in layer 5 of 6, "
@@ -38,6 +38,11 @@ SEEDS = {
              "attends sharply to 'Law' and 'application' in two heads (5 and 6), "
              "'apparently involved in anaphora resolution'. Clark et al. 2019 find BERT heads "
              "whose top attention from a mention is its antecedent.",
+    "agreement": "Jain & Wallace 2019, 'Attention is not explanation': attention weights often do "
+                 "not say which inputs an answer depends on; Wiegreffe & Pinter 2019, 'Attention "
+                 "is not not explanation': whether they do must be tested, not assumed — here by "
+                 "switching a head off and by patching it from the sentence with the other noun "
+                 "meant (Vig et al. 2020; Wang et al. 2022).",
     "induction": "Olsson et al. 2022, 'In-context learning and induction heads': a two-layer "
                  "attention-only model forms a previous-token head (layer 0) and an induction "
                  "head (layer 1) that attends to the token after the earlier occurrence of the "
@@ -468,6 +473,49 @@ def coref_sentence(claim: dict) -> str:
             "of sentence 1 cannot see *application*: the decoder is causal and the noun comes later.")
 
 
+def mission_paragraph(claim: dict, d: dict, live: dict, roles, sentence: int, position: str) -> str:
+    """The Findings page's paragraph for the mission sentence and pronoun position the reader
+    chose, from the live numbers (``mission_weights`` ``d``, ``strongest_heads`` ``live``) and
+    each head's role on the task's sentences (``explorer.head_table`` ``roles``): which head puts
+    most weight on each noun, whether that is a clean pick (more than half its attention, on a
+    head whose role is not "diffuse", the two nouns picked by different heads), and the card's
+    sentence-independent claim. Sentence 1 read at the final pronoun is the two-head picture."""
+    from ..analysis.explorer import role_of
+
+    where = ("the final pronoun (it sees the whole sentence)" if position == "query"
+             else "the pronoun inside the sentence")
+    parts, clean = [], {}
+    for noun in CANDIDATES:
+        h = live[noun]
+        role = role_of(roles, h["layer"], h["head"]) if roles is not None else None
+        clean[noun] = h["weight"] > MISSION_MIN_WEIGHT and role not in (None, "diffuse")
+        parts.append(f"head L{h['layer']}H{h['head']} puts {h['weight']:.2f} of its attention on "
+                     f"*{noun}*" + (f" (its role on the task's sentences: {role})" if role else ""))
+    same = (live["law"]["layer"], live["law"]["head"]) == (live["application"]["layer"], live["application"]["head"])
+    out = [f"**Measured (live):** in *“{d['text']}”*, read at {where}, " + "; ".join(parts) + "."]
+    if all(clean.values()) and not same:
+        out.append("Two heads, one per noun: the two-head picture of Vaswani et al.'s Fig. 4.")
+    else:
+        for noun in CANDIDATES:
+            if not clean[noun]:
+                h = live[noun]
+                out.append(f"No head cleanly picks *{noun}* here: the best, L{h['layer']}H{h['head']}, "
+                           f"puts {h['weight']:.2f} on it"
+                           + (f" and is {role_of(roles, h['layer'], h['head'])} on the task's sentences."
+                              if roles is not None and role_of(roles, h["layer"], h["head"]) else "."))
+        if same:
+            out.append("One head carries the most weight on both nouns.")
+    if sentence == 1 and position == "pronoun":
+        out.append("This *its* cannot see *application*: the decoder is causal and the noun comes later.")
+    if sentence == 2:
+        out.append("This sentence's final *it* could mean either noun: the task gives it no answer, so "
+                   "only where the heads look can be measured here, not whether they choose.")
+    a = claim["antecedent_head"]
+    out.append(f"Over unseen test sentences (card), head L{a['layer']}H{a['head']} attends to the true "
+               f"referent rather than the other noun in {100 * a['antecedent_max']:.1f}%.")
+    return " ".join(out)
+
+
 def induction_sentence(c: dict) -> str:
     two, one = c["2L"], c["1L"]
     return (f"**Measured (card):** on fresh sequences up to {two['max_len']} tokens — twice the "
@@ -539,7 +587,7 @@ def translate_sentence(card: dict) -> str:
             f"{100 * br['share']:.1f}%. Red squares mark the expected alignment.")
 
 
-__all__ = ["SEEDS", "condition_choices", "coref_claim", "coref_roles", "coref_sentence",
+__all__ = ["SEEDS", "condition_choices", "coref_claim", "coref_roles", "coref_sentence", "mission_paragraph",
            "extrapolation_frame", "findings_markdown", "heldout_frame", "induction_contrast",
            "induction_frame", "induction_sentence", "lm_family_frame", "mission_weights",
            "positional_ordering", "positional_sentence", "repeat_curves", "repeat_curves_note",
