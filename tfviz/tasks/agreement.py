@@ -144,8 +144,9 @@ class AgreementTask(GeneratedTask):
             _, preds, parts = CATEGORIES[cat]
             clause = PRONOUN_CLAUSES[frame[2]]
             word = rng.choice(parts if "{X}" in clause else preds)
-            return (frame, cat, i, j, rng.random() < 0.5, rng.choice(("singular", "plural")),
-                    word, rng.choice(GENERIC))
+            first, number, q = rng.random() < 0.5, rng.choice(("singular", "plural")), rng.choice(GENERIC)
+            # every field shows in the sentence (no Q slot: None), so distinct draws are distinct sentences
+            return frame, cat, i, j, first, number, word, q if "{Q}" in clause else None
         return sample
 
     def _words(self, frame, cat, i, j, singular_first, number, word, q) -> tuple[list[str], int, int]:
