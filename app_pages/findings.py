@@ -78,6 +78,7 @@ elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_m
     st.dataframe(zf.heldout_frame(cards["induction-2L"], cards["induction-1L"]).round(3),
                  hide_index=True, key="find_ind_heldout")
     st.markdown(zf.induction_sentence(contrast))
+    effects.findings_floor(m2, m1)  # repeats inside r: the loss beside the copier's floor
     score = st.radio("Score", ["induction", "prev_token"], horizontal=True, key="find_ind_score")
     df = cache.induction_frame({"2 layers": m2, "1 layer": m1})
     show(cache.figure(head_score_bars, df, score, threshold=0.4, title=f"{score} score per head (live)"),

@@ -424,6 +424,21 @@ def findings_contrast(cm, am) -> None:
             st.markdown(side["line"])
 
 
+def findings_floor(m2, m1) -> None:
+    """Repeats inside the repeated part: both induction models' loss on fresh [BOS] r r with r
+    drawn with replacement, beside the floor of a perfect bigram copier (``zoo.findings.floor_frame``)."""
+    from tfviz.zoo import findings as zf
+    from tfviz.zoo.measure import train_length_of
+
+    vocab = cache.task_of(m2).tokenizer.vocab_size
+    df = computed(m2, ("findings_floor",), lambda p: zf.floor_frame({"2 layers": m2.model, "1 layer": m1.model},
+                                                                    vocab, m2.config.max_len),
+                  "Repeats inside r: both models on fresh sequences", others=[m1])
+    show(cache.figure(viz.repeat_floor_curves, df, title="Repeats inside r: loss on the repeat vs the floor (live)"),
+         "find_ind_floor", data=df)
+    st.markdown(zf.floor_sentence(df, "2 layers", train_length_of(m2.ckpt)))
+
+
 def findings_induction(m2, m1) -> None:
     """The Findings page's induction heads switched off: the previous-token head, each, every
     pair and all of the last layer's heads; the 1-layer model's (``tfviz.zoo.causal``)."""

@@ -203,6 +203,27 @@ def repeat_vs_floor(model, tokens: torch.Tensor, half: int) -> dict:
             "half": half, "batch": int(tokens.shape[0])}
 
 
-__all__ = ["CONDITION", "condition_probes", "generalisation", "induction_score", "pool_positions",
+def floor_halves(max_len: int) -> list[int]:
+    """The |r| of the floor table for a model of ``max_len`` positions: a quarter, a half,
+    three quarters of the longest [BOS] r r it can read, and that longest."""
+    top = (max_len - 1) // 2
+    return sorted({max(2, top // 4), max(2, top // 2), max(2, 3 * top // 4), top})
+
+
+def floor_table(model, vocab: int | Sequence[int], halves: Sequence[int], batch: int = 32,
+                seed: int = 0) -> pd.DataFrame:
+    """``repeat_vs_floor`` on fresh [BOS] r r (``replacement_sequences``, the i-th |r| seeded by
+    seed * 1000 + i) for each |r| in ``halves``: half, loss, floor, ambiguous_loss,
+    ambiguous_floor, n_ambiguous, n (repeat positions)."""
+    rows = []
+    for i, half in enumerate(halves):
+        r = repeat_vs_floor(model, replacement_sequences(vocab, half, batch, seed * 1000 + i), half)
+        rows.append({"half": half, "loss": r["mean_loss"], "floor": r["mean_floor"],
+                     "ambiguous_loss": r["ambiguous_loss"], "ambiguous_floor": r["ambiguous_floor"],
+                     "n_ambiguous": r["n_ambiguous"], "n": r["loss"].size})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["CONDITION", "floor_halves", "floor_table", "condition_probes", "generalisation", "induction_score", "pool_positions",
            "position_curve", "position_losses", "probe_summary", "recurrence_probe", "repeat_floor",
            "repeat_vs_floor", "replacement_sequences"]

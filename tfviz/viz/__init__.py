@@ -39,7 +39,7 @@ from .export import Slide, figure_html, figure_title, slides_html
 from .embeddings import analogy_bars, embedding_map, one_hot_vs_learned
 from .generation import (generated_tokens_html, generation_attention, generation_frame,
                          kv_cache_growth)
-from .induction import repeat_by_position
+from .induction import repeat_by_position, repeat_floor_curves
 from .layers import across_layers_grid, inputs_bar
 from .lines import line_view
 from .masks import logit_change_bars, mask_frame, mask_grid, masks_side_by_side
@@ -71,7 +71,7 @@ __all__ = [
     "pe_matrix", "pe_waves", "position_curves", "position_effect_heatmap", "position_similarity",
     "pronoun_probe",
     "pronoun_probe_frame",
-    "repeat_by_position",
+    "repeat_by_position", "repeat_floor_curves",
     "rope_frequencies", "rope_pair_scores", "rope_relative_scores", "rope_rotation_animation",
     "similarity_by_distance", "similarity_heatmap", "similarity_vs_distance", "snapshot_player",
     "speed_figure", "step_through_figure", "step_through_output", "step_through_table", "t5_bias",

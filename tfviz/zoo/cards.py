@@ -132,6 +132,15 @@ def card_markdown(card: dict) -> str:
         lines += [f"| {r['name']} | {_f(r['loss_repeat'])} | {_pct(r['accuracy_repeat'])} | "
                   f"{_f(r['max_induction'], 2)} ({r['best_head']}) |" for r in f["heldout"]]
         lines.append("")
+        if f.get("floor"):
+            lines += ["Repeats inside the repeated part: fresh [BOS] r r with r drawn with replacement; "
+                      "the floor is a perfect copier that splits its bet among the tokens that followed "
+                      "each token in the first half (its bigram counts):", "",
+                      "| r | loss on the repeat | floor | loss / floor where a token had several continuations |",
+                      "|---|---|---|---|"]
+            lines += [f"| {r['half']} | {_f(r['loss'])} | {_f(r['floor'])} | {_f(r['ambiguous_loss'])} / "
+                      f"{_f(r['ambiguous_floor'])} |" for r in f["floor"]]
+            lines.append("")
     if card["kind"] == "norm":
         f = card["finding"]
         lines += [f"Gradient norm of each block (attention + MLP, before clipping), mean over the "

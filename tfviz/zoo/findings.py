@@ -28,7 +28,8 @@ from ..analysis.explorer import role_line
 from ..paths import zoo_dir
 from ..recording import record
 from .cards import POSITIONS, headline
-from ..analysis.induction import condition_probes, pool_positions, position_curve, position_losses
+from ..analysis.induction import (condition_probes, floor_halves, floor_table, pool_positions, position_curve,
+                                 position_losses)
 from .measure import (CANDIDATES, CROSS, HELDOUT_BATCH, HELDOUT_SEED, MISSION_MIN_WEIGHT, PATTERN,
                       alignment_targets, heldout_conditions, induction_scores)
 
@@ -377,6 +378,14 @@ def findings_markdown(cards: dict[str, dict]) -> str:
         for r in heldout_frame(cards["induction-2L"], cards["induction-1L"]).itertuples(index=False):
             out.append(f"| {r[0]} | {r[2]:.3f} | {100 * r[3]:.1f}% | {r[4]:.2f} | {r[5]:.3f} | "
                        f"{100 * r[6]:.1f}% | {r[7]:.2f} |")
+        floors = [(k, cards[n]["finding"].get("floor")) for k, n in (("2L", "induction-2L"), ("1L", "induction-1L"))]
+        if all(f for _, f in floors):
+            out += ["", "Repeats inside the repeated part (fresh [BOS] r r, r drawn with replacement): "
+                    "loss on the repeat vs the floor of a perfect copier of the first half's bigrams:", "",
+                    "| model | " + " | ".join(f"|r| = {r['half']}" for r in floors[0][1]) + " |",
+                    "|---|" + "---|" * len(floors[0][1])]
+            out += [f"| {k} | " + " | ".join(f"{r['loss']:.3f}" for r in f) + " |" for k, f in floors]
+            out += ["| floor | " + " | ".join(f"{r['floor']:.3f}" for r in floors[0][1]) + " |"]
         out += ["", f"- Contrast holds: {c['holds']}. Training sequences have random segments "
                 "recurring at random offsets in random filler, so only 'copy what followed the "
                 "earlier occurrence of this token' predicts the repeats (see induction-2L.md, "
@@ -532,6 +541,54 @@ def induction_sentence(c: dict) -> str:
             "output the induction head's keys read (K-composition).")
 
 
+NEAR_FLOOR = 0.1  # nats: "near the floor" means at most this much above it
+
+
+def floor_frame(models: dict, vocab: int, max_len: int, batch: int | None = None,
+                seed: int | None = None) -> pd.DataFrame:
+    """Live: each model's loss on the repeat of fresh [BOS] r r with r drawn with replacement,
+    beside the copier's floor (``analysis.induction.floor_table`` at ``floor_halves(max_len)``;
+    the card's batch and seed by default): model, half, loss, floor, ambiguous_loss,
+    ambiguous_floor, n_ambiguous, n. The caller holds the models' locks."""
+    frames = []
+    for name, model in models.items():
+        df = floor_table(model, vocab, floor_halves(max_len), batch or HELDOUT_BATCH,
+                         HELDOUT_SEED if seed is None else seed)
+        df.insert(0, "model", name)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def floor_sentence(df: pd.DataFrame, model: str, train_length: int | None = None) -> str:
+    """``floor_frame``'s rows of ``model`` in words: its loss against the floor at each |r|,
+    where it is near (within ``NEAR_FLOOR`` nats), below (it reads more than the last token to
+    tell which earlier occurrence it is at) or above it, and on the positions whose token had
+    more than one continuation."""
+    g = df[df["model"] == model].sort_values("half")
+    parts = [f"|r| = {r.half}: {r.loss:.3f} vs floor {r.floor:.3f}" for r in g.itertuples()]
+    near = [r.half for r in g.itertuples() if r.loss - r.floor <= NEAR_FLOOR]
+    below = [r.half for r in g.itertuples() if r.loss < r.floor]
+    above = [r.half for r in g.itertuples() if r.loss - r.floor > NEAR_FLOOR]
+    out = [f"**Repeats inside the repeated part (live; fresh [BOS] r r, r drawn with replacement, "
+           f"{int(g['n'].iloc[0] // max(1, g['half'].iloc[0] - 1))} sequences per |r|):** the "
+           f"{model} model's loss on the repeat — " + "; ".join(parts) + ". The floor is the loss "
+           "of a perfect copier that, at each repeated token, splits its bet among the tokens that "
+           "followed it in the first half, in proportion to how often each did."]
+    if near:
+        out.append(f"Near the floor (within {NEAR_FLOOR} nats) at |r| = {', '.join(map(str, near))}"
+                   + (f"; below it at |r| = {', '.join(map(str, below))} — it also reads the token "
+                      "before, which tells which earlier occurrence it is at, and a bigram copier "
+                      "cannot" if below else "") + ".")
+    if above:
+        worst = g.loc[(g["loss"] - g["floor"]).idxmax()]
+        out.append(f"Above it at |r| = {', '.join(map(str, above))} (worst: {worst['loss']:.3f} vs "
+                   f"{worst['floor']:.3f} at |r| = {int(worst['half'])}; on the tokens with more than "
+                   f"one continuation {worst['ambiguous_loss']:.3f} vs {worst['ambiguous_floor']:.3f})"
+                   + (f"; [BOS] r r is {2 * int(worst['half']) + 1} tokens long there, the longest "
+                      f"training sequence {train_length}." if train_length else "."))
+    return " ".join(out)
+
+
 def repeat_curves_note(max_len: int, train_length: int) -> str:
     """What a point of ``repeat_curves`` is, for the figure's caption."""
     return (f"Fresh random sequences of {max_len} tokens in which a segment recurs (lengths and "
@@ -588,7 +645,7 @@ def translate_sentence(card: dict) -> str:
 
 
 __all__ = ["SEEDS", "condition_choices", "coref_claim", "coref_roles", "coref_sentence", "mission_paragraph",
-           "extrapolation_frame", "findings_markdown", "heldout_frame", "induction_contrast",
+           "extrapolation_frame", "findings_markdown", "floor_frame", "floor_sentence", "heldout_frame", "induction_contrast",
            "induction_frame", "induction_sentence", "lm_family_frame", "mission_weights",
            "positional_ordering", "positional_sentence", "repeat_curves", "repeat_curves_note",
            "strongest_heads", "summary_frame", "train_length", "translate_example", "translate_sentence",

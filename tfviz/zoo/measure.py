@@ -38,7 +38,7 @@ import torch
 
 from ..analysis import THRESHOLDS, pronoun_probe, score_model
 from ..analysis.cost import kv_cache_bytes
-from ..analysis.induction import generalisation, pool_positions, position_curve
+from ..analysis.induction import floor_halves, floor_table, generalisation, pool_positions, position_curve
 from ..analysis.positional import extrapolation_table, sequence_metrics
 from ..model.hooks import layer_template
 from ..recording import record
@@ -242,6 +242,10 @@ def _induction(ckpt, task) -> dict:
     metrics["beyond.loss_repeat"] = float(pooled["loss"][beyond].mean())
     metrics["beyond.accuracy_repeat"] = float(pooled["correct"][beyond].mean())
     curve = position_curve(pooled)
+    floor = floor_table(model, vocab, floor_halves(model.config.max_len), HELDOUT_BATCH, HELDOUT_SEED)
+    for r in floor.to_dict("records"):
+        for k in ("loss", "floor", "ambiguous_loss"):
+            metrics[f"floor.r{r['half']}.{k}"] = float(r[k])
     finding = {
         "induction_heads": [head_key(r["layer"], r["head"]) for r in df.to_dict("records")
                             if r["induction"] > THRESHOLDS["induction"]],
@@ -250,6 +254,7 @@ def _induction(ckpt, task) -> dict:
         "train_length": L, "max_len": model.config.max_len, "heldout_seed": HELDOUT_SEED,
         "chance": math.log(int(task.params["n_symbols"])),
         "heldout": table.round(4).to_dict("records"),
+        "floor": floor.round(4).to_dict("records"),
         "curve": {"position": curve["position"].tolist(),
                   "loss_repeat": [_num(round(x, 4)) for x in curve["loss_repeat"]],
                   "accuracy_repeat": [_num(round(x, 4)) for x in curve["accuracy_repeat"]],
@@ -260,7 +265,8 @@ def _induction(ckpt, task) -> dict:
                       f"sequences of {model.config.max_len - 1} tokens (seed {HELDOUT_SEED}) for "
                       "loss, accuracy and induction score beyond the training ranges; the "
                       "induction probe (32 x [BOS] + 16 random tokens, repeated, seed 0) for head "
-                      "scores",
+                      f"scores; {HELDOUT_BATCH} fresh [BOS] r r per |r| with r drawn with replacement "
+                      f"(seed {HELDOUT_SEED}) for the loss beside the copier's floor",
             "metrics": metrics, "finding": finding,
             "heads": _heads(df, ("induction", "prev_token", "prev_token_top", "duplicate_token",
                                  "first_token"))}
