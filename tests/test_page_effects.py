@@ -208,6 +208,17 @@ def test_switched_off_head_says_what_the_model_answers_and_follows_the_metric(mo
     words = text(at)
     assert "Switching **L0H1** off (zero) changes pairwise accuracy from 1 to" in words
     assert "over the task's first 300 test sentences pairwise accuracy goes from 1 to 0." in words
+    # a set of heads off: what the input's answer becomes, beside the set table
+    rerun(at, eff_data="input", eff_set="L0H0+L0H2+L0H3")
+    mod = dict(model.named_modules())["stack.blocks.0.attn.hook_z"]
+    h = mod.register_forward_hook(lambda m, i, z: z * torch.tensor([0.0, 1.0, 0.0, 0.0])[None, None, :, None])
+    try:
+        with torch.no_grad():
+            rest = model(x)[0, q].softmax(-1)
+    finally:
+        h.remove()
+    assert (f"with **L0H0+L0H2+L0H3** off the model answers **{tok.tokens_of([int(rest.argmax())])[0]}** "
+            f"({rest.max().item():.4g})") in text(at)
 
 
 def test_patching_refuses_unknown_words_and_contrasts_the_other_noun(tiny_zoo):

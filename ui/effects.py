@@ -116,6 +116,7 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
                         lambda p: ef.set_effects(lm.model, _probe(lm, inp, data), {together: sites}),
                         "Switching them off")
         st.dataframe(sets.round(4), hide_index=True, key="eff_set_table")
+        st.markdown(set_answer_line(lm, inp, together, sites, sets, data))
     st.caption("Switched off = the head's output (its slice of `attn.hook_z`, before W_O mixes the "
                "heads) set to zero for the whole input. A pattern says where a head looks; only "
                "switching it off says whether the answer depends on it.")
@@ -144,6 +145,26 @@ def answer_line(lm, inp, site, layer: int, head: int, metric: str) -> str:
         average = {"metric": m, "data": TASK_DATA[lm.task_name], "base": df.attrs["baseline"][m],
                    "off": row[m], "higher": ef.higher_is_better(df, m)}
     line = ef.off_line(f"L{layer}H{head}", before, after, average)
+    return f"At position {pos} (*{inp.tokens[pos]}*), w" + line[1:]
+
+
+def set_answer_line(lm, inp, name: str, sites, sets, data: str) -> str:
+    """What the model answers on this input with the set ``name`` (``sites``) off, beside the
+    set table's headline over the task's data when that is what the table measured."""
+    import torch
+
+    mask = getattr(lm.tokenizer, "mask_id", None) if lm.tokenizer is not None else None
+    pos = ef.answer_position(inp.ids, inp.meta, lm.config.arch, mask)
+    x = tuple(torch.tensor([list(v)]) for v in inp.key)
+    ans = computed(lm, ("answer_set", inp.key, name, pos),
+                   lambda p: ef.top_answers(lm.model, x, pos, [[], list(sites)]), "Reading the answer")
+    (before, after) = [(lm.tokenizer.tokens_of([a])[0], pa) for a, pa in ans]
+    average = None
+    if data != "input":
+        m = sets.columns[1]  # the probe's headline, first after "heads off"
+        average = {"metric": m, "data": TASK_DATA[lm.task_name], "base": float(sets[m].iloc[0]),
+                   "off": float(sets[m].iloc[1]), "higher": "loss" not in m}
+    line = ef.off_line(name, before, after, average)
     return f"At position {pos} (*{inp.tokens[pos]}*), w" + line[1:]
 
 
