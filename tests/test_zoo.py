@@ -100,6 +100,26 @@ def test_coref_law_head_and_application_head(live) -> None:
     assert claim["holds"]
 
 
+def test_agreement_one_head_is_the_choice(live, cards) -> None:
+    """Issue 31: accurate over the whole vocabulary and between the nouns on held-out frames and
+    pairs; the one head whose pattern picks the referent, switched off, leaves a guess; patched
+    from the other pronoun's sentence, the answer flips (the card's seed; other seeds:
+    tests/test_causal_agreement.py)."""
+    m, f = live["agreement"]["metrics"], live["agreement"]["finding"]
+    assert m["accuracy"] >= 0.95 and m["pairwise_accuracy"] >= 0.95
+    assert len(f["pattern_heads"]) == 1 and all(f["checks"].values()), f["checks"]
+    head = f["pattern_heads"][0]
+    for data in ("heldout", "fresh"):
+        assert m[f"off.{head}.{data}.pairwise_accuracy"] <= 0.65
+        assert m[f"patch.{head}.{data}.flips"] >= 0.8
+        assert m[f"off.every other head.{data}.pairwise_accuracy"] >= 0.98
+    assert m[f"head.{head}.antecedent_max"] > 0.9
+    s1, s2 = f["mission"]
+    assert (s1["answers"][0]["answer"], s2["answers"][0]["answer"]) == ("law", "rule")
+    assert s1["answers"][1]["answer"] != "law" and s2["answers"][1]["answer"] != "rule"
+    assert cards["agreement"]["model"]["n_layers"] == 1
+
+
 def test_induction_two_layers_yes_one_layer_no(live) -> None:
     two, one = live["induction-2L"], live["induction-1L"]
     chance = two["finding"]["chance"]
