@@ -200,7 +200,8 @@ def patch(lm, inp) -> None:
                        key="eff_patch_pos", format_func=lambda i: f"{i}: {inp.tokens[i]}")
     word = c2.text_input("Replace it by", value=default_word, key="eff_patch_word",
                          help="One token of this model's vocabulary. For a pronoun sentence the default "
-                              "is a deciding word that fits the other noun: the referent flips.")
+                              "makes the other noun meant: coref, a deciding word that fits the other "
+                              "noun; agreement, the pronoun of the other number.")
     ids, why = token_or_reason(lm.tokenizer, word.strip())
     if ids is None:
         return st.info(why)
@@ -209,6 +210,8 @@ def patch(lm, inp) -> None:
     labels = {"other": f"the other candidate noun ('{lm.tokenizer.tokens_of([pair[1]])[0]}')" if pair else "",
               "changed": "the changed input's answer (its runner-up when both agree)",
               "word": "a word I type"}
+    if st.session_state.get("eff_patch_contrast") not in choices:  # another input: its own default
+        st.session_state["eff_patch_contrast"] = choices[0]
     contrast = st.selectbox("Compare the clean answer with", choices, key="eff_patch_contrast",
                             format_func=labels.get,
                             help="The metric is logit(answer) − logit(contrast). For a pronoun sentence the "
