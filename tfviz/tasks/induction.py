@@ -36,7 +36,8 @@ group; "accuracy" is that of the repeat.
 Repeated tokens inside the repeated part (as real text has: "the" recurs within a sentence that
 recurs): with ``distinct=False`` tokens are drawn with replacement, and with ``min_alphabet`` set
 each sequence draws them from its own random subset of ``min_alphabet`` .. ``n_symbols`` symbols
-(a small subset: many repeats; the whole set: few). Then token t may have been followed by several
+(a small subset: many repeats; the whole set: few); with ``distinct_share`` that share of the
+sequences (segments layout) still draws distinct tokens. Then token t may have been followed by several
 tokens before, and the best a copier can do is to split its bet among them in proportion to how
 often each followed t (``seen_positions``: every position whose next token followed an earlier
 occurrence of the current one, unambiguous or not; ``loss_on="seen"`` trains on them;
@@ -135,11 +136,12 @@ class InductionTask(GeneratedTask):
               "announces) predicted correctly")
     defaults = dict(n_symbols=50, half=16, min_half=None, distinct=True, loss_on="all",
                     layout="repeat", length=64, min_length=16, segment=16, min_segment=2,
-                    repeats=3, min_repeats=2, segments=2, min_alphabet=None,
+                    repeats=3, min_repeats=2, segments=2, min_alphabet=None, distinct_share=0.0,
                     n_train=5000, n_val=500, n_test=500)
     limits = dict(n_symbols=(2, len(SYMBOLS)), half=(2, 2048), min_half=(2, 2048), length=(2, 4096),
                   min_length=(2, 4096), segment=(2, 4096), min_segment=(2, 4096), repeats=(2, 4096),
-                  min_repeats=(2, 4096), segments=(1, 4096), min_alphabet=(2, len(SYMBOLS)))
+                  min_repeats=(2, 4096), segments=(1, 4096), min_alphabet=(2, len(SYMBOLS)),
+                  distinct_share=(0.0, 1.0))
     choices = dict(loss_on=("all", "repeat", "seen"), layout=LAYOUTS)
 
     def check_params(self, p):
@@ -158,6 +160,8 @@ class InductionTask(GeneratedTask):
                 raise ValueError("min_alphabet draws tokens with replacement: set distinct=False")
             if not 2 <= int(p["min_alphabet"]) <= n_sym:
                 raise ValueError(f"need 2 <= min_alphabet <= n_symbols ({n_sym})")
+        if p["distinct_share"] and p["distinct"]:
+            raise ValueError("distinct_share mixes in sequences of distinct tokens: set distinct=False")
         if p["layout"] not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {p['layout']!r}")
         if p["layout"] == "repeat":
@@ -224,7 +228,8 @@ class InductionTask(GeneratedTask):
 
         def sample_segments():
             length, segs = self._segments(rng)
-            seq, _ = segments_sequence(rng, alphabet(), length, segs, bool(p["distinct"]))
+            distinct = bool(p["distinct"]) or bool(p["distinct_share"]) and rng.random() < p["distinct_share"]
+            seq, _ = segments_sequence(rng, range(n_sym) if distinct else alphabet(), length, segs, distinct)
             return tuple(seq)
 
         sample = sample_repeat if p["layout"] == "repeat" else sample_segments
