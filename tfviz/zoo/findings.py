@@ -382,10 +382,17 @@ def findings_markdown(cards: dict[str, dict]) -> str:
         if all(f for _, f in floors):
             out += ["", "Repeats inside the repeated part (fresh [BOS] r r, r drawn with replacement): "
                     "loss on the repeat vs the floor of a perfect copier of the first half's bigrams:", "",
-                    "| model | " + " | ".join(f"|r| = {r['half']}" for r in floors[0][1]) + " |",
+                    "| model | " + " | ".join(f"r of {r['half']}" for r in floors[0][1]) + " |",
                     "|---|" + "---|" * len(floors[0][1])]
             out += [f"| {k} | " + " | ".join(f"{r['loss']:.3f}" for r in f) + " |" for k, f in floors]
             out += ["| floor | " + " | ".join(f"{r['floor']:.3f}" for r in floors[0][1]) + " |"]
+            above = [r["half"] for r in floors[0][1] if r["loss"] - r["floor"] > NEAR_FLOOR]
+            out += ["", (f"- The 2-layer model is more than {NEAR_FLOOR} nats above the floor at r of "
+                         f"{', '.join(map(str, above))}: where a token had followed several tokens it "
+                         "bets on one (see induction-2L.md, 'tried', for retrainings that reached the "
+                         "floor and what they cost; the Train page's induction preset reaches it)."
+                         if above else f"- The 2-layer model is within {NEAR_FLOOR} nats of the floor, "
+                         "or below it, at every r.")]
         out += ["", f"- Contrast holds: {c['holds']}. Training sequences have random segments "
                 "recurring at random offsets in random filler, so only 'copy what followed the "
                 "earlier occurrence of this token' predicts the repeats (see induction-2L.md, "
