@@ -234,6 +234,33 @@ def test_build_is_deterministic(tmp_path) -> None:
     assert "--steps 12" in a["build"]["command"]
 
 
+def test_remeasure_rewrites_the_card_and_keeps_the_weights(tmp_path) -> None:
+    """``python -m tfviz.zoo measure`` re-measures a built model and rewrites its card (here
+    after a card lost a metric), never touching the weights or the training record."""
+    import json
+    import shutil
+
+    from tfviz.train.checkpoint import save_checkpoint
+
+    shutil.copy(DEFAULT_DIR / "translate.safetensors", tmp_path / "translate.safetensors")
+    ck = load_checkpoint(tmp_path / "translate.safetensors")
+    extra = dict(ck.meta["extra"])
+    card = json.loads(json.dumps(extra["card"]))
+    lost = card["metrics"].pop("accuracy")
+    save_checkpoint(tmp_path / "translate.safetensors", ck.model, tokenizer=ck.tokenizer, task=ck.task,
+                    train_config=ck.train_config, history=ck.history, extra={**extra, "card": card},
+                    snapshots=ck.snapshots)
+    assert zoo_main(["measure", "--only", "translate", "--dir", str(tmp_path)]) == 0
+    after = load_checkpoint(tmp_path / "translate.safetensors")
+    new = after.meta["extra"]["card"]
+    assert new["metrics"]["accuracy"] == pytest.approx(lost, abs=1e-9)
+    assert new["build"]["train_seconds"] == card["build"]["train_seconds"] and new["build"]["remeasured"]
+    wa, wb = ck.model.state_dict(), after.model.state_dict()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa) and after.history == ck.history
+    assert (tmp_path / "translate.md").read_text().startswith("# translate")
+    assert (tmp_path / "README.md").is_file()
+
+
 def test_cli_evaluate_one_model_and_unknown_name(capsys) -> None:
     assert zoo_main(["evaluate", "--only", "mlm"]) == 0
     assert "every card reproduces" in capsys.readouterr().out
