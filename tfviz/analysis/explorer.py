@@ -442,8 +442,8 @@ def probe_default(queries: Sequence[int], meta: Mapping | None = None) -> int:
 def probe_unavailable(task_name: str | None, task) -> str | None:
     """Why the pronoun probe cannot run on a model of this task, or None when it can."""
     if task_name not in ("coref", "agreement") or not hasattr(task, "mission_sentences"):
-        return ("The pronoun probe is for pronoun models (task “coref” or “agreement”): pick one "
-                "in the sidebar, e.g. one trained on the Train page with either task.")
+        return ("The pronoun probe is for coreference models (task “coref” or “agreement”): pick "
+                "one in the sidebar, e.g. one trained on the Train page with either task.")
     return None
 
 
