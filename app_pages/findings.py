@@ -17,7 +17,8 @@ from ui.figures import show, side_by_side
 from ui.models import zoo_model
 from ui.widgets import metric_row, or_stop
 
-SECTIONS = {"The \"it\" heads": "coref", "Induction heads": "induction",  # -> the seed of the claim
+SECTIONS = {"The \"it\" heads": "coref", "“It”: pattern or choice?": "agreement",  # -> the seed of the claim
+            "Induction heads": "induction",
             "Positional extrapolation": "positional", "Cross-attention": "translate",
             "Compare: one setting apart": "norm", "All models": "cost",
             "The phase change": "phase"}  # issue 33: when induction heads form (Olsson et al.)
@@ -34,7 +35,7 @@ if not cards:
                "(about 15 minutes on a laptop CPU).")
     st.stop()
 section = st.radio("Finding", list(SECTIONS), horizontal=True, key="finding")
-first, induction, positional, cross, pairs, everything, phase_change = SECTIONS
+first, choice, induction, positional, cross, pairs, everything, phase_change = SECTIONS
 
 if section == first and (m := zoo_model("coref")):
     c1, c2 = st.columns(2)
@@ -49,9 +50,18 @@ if section == first and (m := zoo_model("coref")):
          key="find_coref_probe", data=pronoun_probe_frame(d["weights"], d["tokens"], d["candidates"]))
     claim = zf.coref_claim(cards["coref"])
     metric_row(*zf.coref_metrics(claim, live))
-    st.markdown(zf.coref_sentence(claim))
-    st.markdown(zf.coref_roles(cache.head_table(m, explorer.sites(m.config)[0]), live))  # the explorer's table
+    roles = cache.head_table(m, explorer.sites(m.config)[0])  # the explorer's table
+    st.markdown(zf.mission_paragraph(claim, d, live, roles, sentence, position))  # the chosen sentence
+    st.markdown(zf.coref_roles(roles, live))
     effects.findings_coref(m)  # does the head the pattern shows matter? heads switched off
+    effects.findings_coref_sentence(m, sentence)  # ... and on the chosen sentence
+
+elif section == choice and (m := zoo_model("coref")) and (a := zoo_model("agreement")):
+    effects.findings_contrast(m, a)  # both pronoun models, one head off each
+    st.divider()
+    sentence = st.radio("Mission sentence, new form", [1, 2], horizontal=True, key="find_agree_sentence_pick",
+                        format_func=lambda i: cache.task_of(a).mission_sentences()[i - 1].text)
+    effects.findings_agreement(a, sentence)
 
 elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_model("induction-1L")):
     contrast = zf.induction_contrast(cards["induction-2L"], cards["induction-1L"])
@@ -69,6 +79,7 @@ elif section == induction and (m2 := zoo_model("induction-2L")) and (m1 := zoo_m
     st.dataframe(zf.heldout_frame(cards["induction-2L"], cards["induction-1L"]).round(3),
                  hide_index=True, key="find_ind_heldout")
     st.markdown(zf.induction_sentence(contrast))
+    effects.findings_floor(m2, m1)  # repeats inside r: the loss beside the copier's floor
     score = st.radio("Score", ["induction", "prev_token"], horizontal=True, key="find_ind_score")
     df = cache.induction_frame({"2 layers": m2, "1 layer": m1})
     show(cache.figure(head_score_bars, df, score, threshold=0.4, title=f"{score} score per head (live)"),

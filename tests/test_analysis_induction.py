@@ -95,3 +95,59 @@ def test_generalisation_table_is_the_probes_summaries(model):
         assert row["loss_repeat"] == pytest.approx(pos["loss"][pos["repeat"]].mean())
         assert row["max_induction"] == pytest.approx(np.nanmax(scores))
         assert row["best_head"] == want["best_head"]
+
+
+class BigramCopier(torch.nn.Module):
+    """A perfect copier written out: at a second-half position of [BOS] r r it puts probability
+    count(t -> x) / count(t -> .) on each x that followed t in the first half (log-probabilities
+    as logits; elsewhere uniform)."""
+
+    def __init__(self, vocab, half):
+        super().__init__()
+        self.vocab, self.half = vocab, half
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, tokens):
+        logits = torch.full((*tokens.shape, self.vocab), -1e4)
+        for b, row in enumerate(tokens.tolist()):
+            first = row[1:1 + self.half]
+            for p in range(len(row)):
+                after = [first[i + 1] for i in range(self.half - 1) if first[i] == row[p]]
+                if p <= self.half or not after:
+                    logits[b, p] = 0.0
+                    continue
+                for x in set(after):
+                    logits[b, p, x] = math.log(after.count(x) / len(after))
+        return logits
+
+
+def test_repeat_floor_is_a_bigram_copiers_loss():
+    from tfviz.analysis.induction import floor_table, repeat_floor, repeat_vs_floor, replacement_sequences
+
+    half, vocab = 12, 14  # 7 token ids: many repeats inside r
+    t = replacement_sequences(vocab, half, batch=40, seed=3)
+    assert t.shape == (40, 1 + 2 * half) and (t[:, 1:half + 1] == t[:, half + 1:]).all()
+    assert int(t[:, 1:].min()) >= 7 and int(t[:, 1:].max()) < vocab
+    assert torch.equal(t, replacement_sequences(vocab, half, batch=40, seed=3))
+    floor = repeat_floor(t, half)
+    # brute force: at second-half position p, -log(share of the first half's continuations of
+    # tokens[p] that are tokens[p+1])
+    for b, row in enumerate(t.tolist()):
+        for k, p in enumerate(range(half + 1, 2 * half)):
+            nxt = [row[1 + i + 1] for i in range(half - 1) if row[1 + i] == row[p]]
+            assert floor[b, k] == pytest.approx(-math.log(nxt.count(row[p + 1]) / len(nxt)), abs=1e-12)
+    assert (floor > 0).any() and (floor == 0).any()
+    r = repeat_vs_floor(BigramCopier(vocab, half), t, half)
+    np.testing.assert_allclose(r["loss"], floor, atol=1e-5)  # the copier sits on the floor
+    assert r["ambiguous_floor"] > 0 and r["n_ambiguous"] == int((floor > 0).sum())
+    # distinct tokens: nothing to split, the floor is 0 (the shipped [BOS] r r probe)
+    assert repeat_floor(induction_probe_rows(half), half).max() == 0
+    df = floor_table(BigramCopier(vocab, half), vocab, [half], batch=8, seed=2)
+    assert df["loss"].iloc[0] == pytest.approx(df["floor"].iloc[0], abs=1e-5)
+    with pytest.raises(ValueError, match="not \\[BOS\\] r r"):
+        repeat_floor(t[:, :-1], half)
+
+
+def induction_probe_rows(half):
+    r = torch.randperm(40)[:half] + 7
+    return torch.cat([torch.tensor([1]), r, r])[None]

@@ -177,3 +177,74 @@ def test_encoder_decoder_and_encoder_every_view_runs(tiny_zoo, name, sites):
     for view in ("Patch from another input", "Logit lens", "Attribution & circuits"):
         rerun(at, eff_view=view)
     assert not at.error, [e.value for e in at.error]
+
+
+def test_switched_off_head_says_what_the_model_answers_and_follows_the_metric(monkeypatch, tmp_path):
+    """On the shipped agreement model (mission sentence 1): the sentence under the grid speaks of
+    the chosen metric, and one line says what the model answers with the head off (top token and
+    probability, recomputed here) beside the held-out average."""
+    import shutil
+
+    from tfviz.paths import SHIPPED
+
+    path = tmp_path / "agreement.safetensors"  # the app lists the models of its folder
+    shutil.copy(SHIPPED / "agreement.safetensors", path)
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
+    ck = load_checkpoint(path)
+    model, tok = ck.model.eval(), ck.tokenizer
+    ex = ck.build_task().mission_sentences()[0]  # the page's default input
+    x, q = torch.tensor([ex.tokens]), ex.meta["query_index"]
+    at = open_page("attention", path, att_tab="Effects", att_layer=0, att_head=1)
+    with torch.no_grad():
+        before = model(x)[0, q].softmax(-1)
+        after = zeroed(model, x, 0, 1)[0, q].softmax(-1)
+    words = text(at)
+    assert "changes P(referent) from" in words
+    want = (f"With **L0H1** off the model answers **{tok.tokens_of([int(after.argmax())])[0]}** "
+            f"({after.max().item():.4g}) on this input instead of **law** ({before.max().item():.4g})")
+    assert want.replace("With", "with") in words
+    assert "over the task's first 300 test sentences P(referent) goes from" in words
+    rerun(at, eff_metric="pairwise accuracy")
+    words = text(at)
+    assert "Switching **L0H1** off (zero) changes pairwise accuracy from 1 to" in words
+    assert "over the task's first 300 test sentences pairwise accuracy goes from 1 to 0." in words
+    # a set of heads off: what the input's answer becomes, beside the set table
+    rerun(at, eff_data="input", eff_set="L0H0+L0H2+L0H3")
+    mod = dict(model.named_modules())["stack.blocks.0.attn.hook_z"]
+    h = mod.register_forward_hook(lambda m, i, z: z * torch.tensor([0.0, 1.0, 0.0, 0.0])[None, None, :, None])
+    try:
+        with torch.no_grad():
+            rest = model(x)[0, q].softmax(-1)
+    finally:
+        h.remove()
+    assert (f"with **L0H0+L0H2+L0H3** off the model answers **{tok.tokens_of([int(rest.argmax())])[0]}** "
+            f"({rest.max().item():.4g})") in text(at)
+
+
+def test_patching_refuses_unknown_words_and_contrasts_the_other_noun(tiny_zoo):
+    path = tiny_zoo["tiny-coref"]
+    ck = load_checkpoint(path)
+    model, tok = ck.model.eval(), ck.tokenizer
+    ex = example_choices(ck.build_task())[2][1]  # a validation sentence with a deciding word
+    at = open_page("attention", path, att_tab="Effects", att_example=example_choices(ck.build_task())[2][0])
+    rerun(at, eff_view="Patch from another input")
+    assert at.selectbox(key="eff_patch_contrast").value == "other"
+    assert at.selectbox(key="eff_patch_pos").value == ex.meta["attribute_index"]
+    other = ex.tokens[ex.meta["candidate_indices"][1 - ex.meta["referent"]]]
+    good = ex.tokens[ex.meta["candidate_indices"][ex.meta["referent"]]]
+    assert f"against **{tok.tokens_of([other])[0]}**" in text(at)
+    # the changed input's metric, recomputed: logit(referent) - logit(other noun) at the query
+    corrupt = list(ex.tokens)
+    corrupt[ex.meta["attribute_index"]] = tok.token_to_id(at.text_input(key="eff_patch_word").value)
+    with torch.no_grad():
+        lg = model(torch.tensor([corrupt]))[0, -1]
+    assert f"{(lg[good] - lg[other]).item():.3f} on the changed one" in text(at)
+    for word in ("zebra", "🦓"):
+        rerun(at, eff_patch_word=word)
+        assert any("not in this model's vocabulary" in m.value and "[UNK]" in m.value for m in at.info)
+        assert not at.get("plotly_chart") or "eff_patch_pos_fig" not in str(at.get("plotly_chart"))
+    rerun(at, eff_patch_word=tok.tokens_of([ex.tokens[ex.meta["attribute_index"]]])[0],
+          eff_patch_contrast="word", eff_patch_contrast_word="zebra")
+    assert any("not in this model's vocabulary" in m.value for m in at.info)
+    rerun(at, eff_patch_contrast="changed")
+    assert "Answer **" in text(at)

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import arr, chart, ok, open_page
+from apptest_helpers import arr, chart, ok, open_page, rerun
 
 import tfviz
 from tfviz.analysis import score_model
@@ -215,3 +215,92 @@ def test_compare_section_shows_the_norm_pair_from_its_checkpoints() -> None:
     table = next(d.value for d in at.dataframe if "comparison" in d.value.columns)
     assert set(table["comparison"]) == {"positional family", "MHA / GQA / MQA",
                                         "pre-norm vs post-norm", "1 layer vs 2 layers"}
+
+
+def z_off(model, x, layer, head):
+    """Logits with one head's slice of hook_z zeroed (a plain forward hook)."""
+    mod = dict(model.named_modules())[f"stack.blocks.{layer}.attn.hook_z"]
+
+    def fn(m, i, z):
+        z = z.clone()
+        z[:, :, head] = 0
+        return z
+    h = mod.register_forward_hook(fn)
+    try:
+        with torch.no_grad():
+            return model(x)
+    finally:
+        h.remove()
+
+
+def test_pattern_or_choice_shows_both_pronoun_models_side_by_side() -> None:
+    """Issue 31: the coref model's pattern head off keeps its answer, the agreement model's pattern
+    head off loses it; each figure holds the recorded pattern row and the probabilities with the
+    head off, recomputed here with plain hooks."""
+    at = open_page("findings", finding="“It”: pattern or choice?")
+    words = " ".join(m.value for m in at.markdown)
+    assert "the pattern is not the choice" in words and "the pattern is the choice" in words
+    for key, name, head, answer in (("find_contrast_coref", "coref", (1, 1), "law"),
+                                    ("find_contrast_agreement", "agreement", (0, 1), "law")):
+        ck = zoo(name)
+        ex = ck.build_task().mission_sentences()[0]
+        x, q = torch.tensor([ex.tokens]), ex.meta["query_index"]
+        fig = chart(at, key)
+        bars = [t for t in fig["data"] if t["type"] == "bar"]
+        rec = tfviz.record(ck.model, x, names=[f"blocks.{head[0]}.attn.hook_pattern"])
+        np.testing.assert_allclose(arr(bars[0]["y"]), rec[f"blocks.{head[0]}.attn.hook_pattern"][0, head[1], q].numpy(), atol=1e-6)
+        with torch.no_grad():
+            on = ck.model(x)[0, q].softmax(-1)
+        off = z_off(ck.model, x, *head)[0, q].softmax(-1)
+        law = ck.tokenizer.token_to_id(answer)
+        np.testing.assert_allclose(arr(bars[1]["y"]), [on[law].item(), off[law].item()], atol=1e-5)
+        if name == "coref":
+            assert off.argmax().item() == law  # the choice survives the pattern head
+        else:
+            assert off.argmax().item() != law and off[law].item() < 0.5  # the choice is gone
+    rerun(at, find_agree_sentence_pick=2)
+    fig = chart(at, "find_agree_sentence")
+    assert [t["name"] for t in fig["data"] if t["type"] == "bar"][1:] == ["P(law)", "P(rule)"]
+    assert "their" in fig["layout"]["title"]["text"]
+
+
+def test_coref_paragraph_follows_the_chosen_sentence() -> None:
+    at = open_page("findings")
+    words = " ".join(m.value for m in at.markdown)
+    assert "two-head picture" in words and "its application should be just" in words
+    rerun(at, find_sentence=2)
+    words = " ".join(m.value for m in at.markdown)
+    assert "two-head picture" not in words and "because it is too complex" in words
+    assert "No head cleanly picks *application*" in words and "diffuse" in words
+    assert "With **L0H0** off the model answers" in words  # the chosen sentence, heads off
+
+
+def test_induction_floor_is_the_recomputed_loss_beside_the_bigram_floor() -> None:
+    from collections import Counter
+
+    from tfviz.analysis.induction import floor_halves, replacement_sequences
+
+    at = open_page("findings", finding="Induction heads")
+    fig = chart(at, "find_ind_floor")
+    lines = {t["name"]: t for t in fig["data"]}
+    ck = zoo("induction-2L")
+    halves = floor_halves(ck.config.max_len)
+    vocab = ck.build_task().tokenizer.vocab_size
+    want_loss, want_floor = [], []
+    for i, half in enumerate(halves):
+        t = replacement_sequences(vocab, half, HELDOUT_BATCH, HELDOUT_SEED * 1000 + i)
+        with torch.no_grad():
+            logp = torch.log_softmax(ck.model(t).double(), -1)
+        losses, floors = [], []
+        for b, row in enumerate(t.tolist()):
+            first = row[1:half + 1]
+            pairs, totals = Counter(zip(first, first[1:])), Counter(first[:-1])
+            for p in range(half + 1, 2 * half):
+                losses.append(-logp[b, p, row[p + 1]].item())
+                floors.append(-np.log(pairs[row[p], row[p + 1]] / totals[row[p]]))
+        want_loss.append(np.mean(losses))
+        want_floor.append(np.mean(floors))
+    np.testing.assert_allclose(arr(lines["2 layers"]["y"]), want_loss, rtol=1e-4)
+    floor = next(t for n, t in lines.items() if n.startswith("floor"))
+    np.testing.assert_allclose(arr(floor["y"]), want_floor, atol=1e-9)
+    assert "vs floor" in " ".join(m.value for m in at.markdown)

@@ -43,7 +43,7 @@ def test_defaults_just_work():
     task = make_task("copy")
     assert task.arch == "encoder-decoder" and len(task.examples("train")) == 5000
     assert set(TASKS) == {"lm", "coref", "induction", "copy", "reverse", "sort", "translate", "mlm",
-                          "recall"}
+                          "recall", "agreement"}
     for cls in TASKS.values():
         assert cls.archs and cls.metric and cls.name
 
@@ -306,6 +306,131 @@ def test_coref_mission_sentences(tasks):
     assert w2[s2.meta["pronoun_index"]:s2.meta["pronoun_index"] + 4] == ["it", "is", "too", "complex"]
     assert s2.meta["referent"] is None and all(t == IGNORE for t in s2.targets)
     assert w2[1] == "..."
+
+
+# -- agreement: number written out here, independently of the task's lists ---------------------
+SINGULAR_OF = {  # plural -> singular, every noun of the task (a missing or extra one fails below)
+    "laws": "law", "rules": "rule", "policies": "policy", "contracts": "contract", "treaties": "treaty",
+    "regulations": "regulation", "programs": "program", "websites": "website", "browsers": "browser",
+    "databases": "database", "spreadsheets": "spreadsheet", "games": "game", "dogs": "dog",
+    "cats": "cat", "horses": "horse", "rabbits": "rabbit", "parrots": "parrot", "goats": "goat",
+    "soups": "soup", "breads": "bread", "cakes": "cake", "pizzas": "pizza", "salads": "salad",
+    "curries": "curry", "cars": "car", "trucks": "truck", "buses": "bus", "bicycles": "bicycle",
+    "tractors": "tractor", "boats": "boat"}
+PLURAL_PRONOUNS, SINGULAR_PRONOUNS = {"they", "their"}, {"it", "its"}
+
+
+def agreement_resolve(w: list[str], pronoun: int) -> tuple[int, list[str], list[str]]:
+    """(referent 0 | 1, the two nouns as written, their singular forms) from the words alone."""
+    nouns = [w[i] for i in range(1, pronoun) if w[i - 1] == "the"][:2]
+    plural = [n in SINGULAR_OF for n in nouns]
+    assert plural.count(True) == 1, nouns  # one singular, one plural
+    they = w[pronoun] in PLURAL_PRONOUNS
+    assert they or w[pronoun] in SINGULAR_PRONOUNS
+    return plural.index(they), nouns, [SINGULAR_OF.get(n, n) for n in nouns]
+
+
+def test_agreement_labels_independent():
+    task = small("agreement")
+    tok = task.tokenizer
+    singular = set(SINGULAR_OF.values())
+    for split in SPLITS:
+        for ex in task.examples(split):
+            w, m = words(tok, ex.tokens), ex.meta
+            q = m["query_index"]
+            assert q == len(ex.tokens) - 1 and w[q - 1] == "[SEP]" and w[0] == "[BOS]"
+            assert w[q] == w[m["pronoun_index"]]
+            referent, nouns, answers = agreement_resolve(w, m["pronoun_index"])
+            assert m["referent"] == referent and [w[i] for i in m["candidate_indices"]] == nouns
+            assert set(answers) <= singular and answers[0] != answers[1]  # two different nouns
+            assert m["answers"] == answers and m["referent_token"] == answers[referent]
+            assert [i for i, t in enumerate(ex.targets) if t != IGNORE] == [q]  # loss on the answer
+            assert ex.targets[q] == tok.token_to_id(answers[referent])
+            # no word but the pronouns carries number: the same sentence with the pronouns of the
+            # other number is a sentence of the task with the other referent
+            other = [t for i, t in enumerate(w) if i not in (m["pronoun_index"], q)]
+            flipped = task.flipped(ex)
+            fw = words(tok, flipped.tokens)
+            assert [t for i, t in enumerate(fw) if i not in (m["pronoun_index"], q)] == other
+            assert agreement_resolve(fw, m["pronoun_index"])[0] == 1 - referent == flipped.meta["referent"]
+            assert flipped.targets[q] == tok.token_to_id(answers[1 - referent])
+    assert tok.unk_id not in {t for e in task.examples("train") for t in e.tokens}
+
+
+def test_agreement_balanced_varied_and_held_out():
+    task = small("agreement")
+    tok = task.tokenizer
+    train = task.examples("train")
+    # the referent first or second, singular or plural, each about half the time
+    for key in ("referent", "number"):
+        share = Counter(e.meta[key] for e in train)
+        assert all(0.4 < c / len(train) < 0.6 for c in share.values()) and len(share) == 2
+    first_is_singular = Counter(words(tok, e.tokens)[e.meta["candidate_indices"][0]] not in SINGULAR_OF
+                                for e in train)
+    assert 0.4 < first_is_singular[True] / len(train) < 0.6
+    # distances from the final pronoun to the referent vary widely
+    assert len({e.meta["query_index"] - e.meta["candidate_indices"][e.meta["referent"]] for e in train}) > 15
+
+    def frames(split):
+        return {tuple(e.meta["frame"]) for e in task.examples(split)}
+
+    def pairs(split):
+        return {tuple(e.meta["pair"]) for e in task.examples(split)}
+    seen_f, seen_p = frames("train") | frames("validation"), pairs("train") | pairs("validation")
+    assert not frames("test") & seen_f and not pairs("test") & seen_p  # never trained on
+    test_words = {w for e in task.examples("test") for w in words(tok, e.tokens)}
+    train_words = {w for e in train for w in words(tok, e.tokens)}
+    assert test_words <= train_words  # each word seen, only not in these frames and pairs
+    fresh = task.fresh_examples(50, seed=3)
+    known = {tuple(e.tokens) for sp in SPLITS for e in task.examples(sp)}
+    assert not {tuple(e.tokens) for e in fresh} & known and len({tuple(e.tokens) for e in fresh}) == 50
+    assert [e.tokens for e in task.fresh_examples(50, seed=3)] == [e.tokens for e in fresh]
+
+
+def test_agreement_loss_on_all_and_mission_sentences():
+    task = small("agreement", loss_on="all")
+    tok = task.tokenizer
+    ex = task.examples("train")[0]
+    q = ex.meta["query_index"]
+    n = len(ex.tokens) - 3  # the sentence's words
+    assert ex.targets[:n] == ex.tokens[1:n + 1] and ex.targets[n:q] == [IGNORE] * (q - n)
+    assert ex.targets[q] == tok.token_to_id(ex.meta["referent_token"])
+    s1, s2 = task.mission_sentences()
+    for ex, pronoun, answer in ((s1, "its", "law"), (s2, "their", "rule")):
+        w = words(tok, ex.tokens)
+        assert tok.unk_id not in ex.tokens
+        assert w[1:18] == ["the", "law", "and", "the", "rules", "will", "never", "be", "perfect", ",",
+                           "but", pronoun, "application", "should", "be", "just", "."]
+        assert agreement_resolve(w, ex.meta["pronoun_index"])[2][ex.meta["referent"]] == answer
+        assert ex.targets[ex.meta["query_index"]] == tok.token_to_id(answer)
+    with pytest.raises(ValueError, match="loss_on"):
+        make_task("agreement", loss_on="some")
+
+
+def test_induction_repeats_inside_the_repeated_part():
+    """distinct=False with min_alphabet: tokens drawn with replacement from each sequence's own
+    alphabet (repeats inside r); loss_on="seen" keeps every position whose next token followed an
+    earlier occurrence of the current one (brute force here), unambiguous or not."""
+    task = small("induction", layout="segments", n_symbols=64, length=32, segment=8, distinct=False,
+                 min_alphabet=4, loss_on="seen")
+    ambiguous = 0
+    for ex in task.examples("train")[:200]:
+        t = ex.tokens
+        want = [p for p in range(len(t) - 1)
+                if t[p + 1] in {t[j + 1] for j in range(p) if t[j] == t[p]}]
+        assert ex.meta["seen"] == want
+        assert [i for i, x in enumerate(ex.targets) if x != IGNORE] == want
+        assert set(ex.meta["repeat"]) <= set(want)
+        ambiguous += len(set(want) - set(ex.meta["repeat"]))
+    assert ambiguous > 100  # many tokens were followed by more than one token before
+    sizes = {len(set(e.tokens[1:])) for e in task.examples("train")}
+    assert min(sizes) <= 6 and max(sizes) >= 20  # each sequence's own alphabet, 4 .. 64 symbols
+    same = small("induction", layout="segments", n_symbols=64, length=32, segment=8)
+    assert all(set(e.meta["repeat"]) <= set(e.meta["seen"]) for e in same.examples("train")[:100])
+    with pytest.raises(ValueError, match="distinct"):
+        make_task("induction", min_alphabet=8)
+    with pytest.raises(ValueError, match="min_alphabet"):
+        make_task("induction", distinct=False, min_alphabet=99, n_symbols=50)
 
 
 # -- translate: a lexicon written separately --------------------------------------------------

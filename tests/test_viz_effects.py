@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfviz.viz import (attribution_bars, circuit_heatmap, effect_heatmap, figure_data,
-                       logit_lens_heatmap, pattern_vs_effect, position_effect_heatmap)
+                       logit_lens_heatmap, pattern_and_effect, pattern_vs_effect, position_effect_heatmap)
 
 
 def test_effect_heatmap_and_pattern_vs_effect():
@@ -78,3 +78,17 @@ def test_pattern_vs_effect_labels_apart():
     assert [n for t in fig.data for n in t.text] == names  # the hover's names
     shown = [str(s) for t in fig.data for s in t.texttemplate]
     assert "L0H3, L1H0" in shown and shown.count(" ") == 1
+
+
+def test_pattern_and_effect_side_by_side():
+    tokens = ["[BOS]", "the", "law", "and", "the", "rules", ",", "its", "[SEP]", "its"]
+    w = np.array([0.05, 0.0, 0.8, 0.0, 0.0, 0.1, 0.0, 0.05, 0.0, 0.0])
+    probs = np.array([[0.98, 0.01], [0.2, 0.15]])
+    fig = pattern_and_effect(w, tokens, ["law", "rule"], [[2], [5]], ["none", "L0H1"], probs,
+                             head="L0H1", query=9)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert np.allclose(bars[0].y, w) and len(bars[0].x) == len(tokens)
+    assert bars[0].marker.color[2] != bars[0].marker.color[0]  # the candidates coloured
+    assert [t.name for t in bars[1:]] == ["P(law)", "P(rule)"]
+    assert list(bars[1].x) == ["every head on", "L0H1 off"] and np.allclose(bars[1].y, [0.98, 0.2])
+    assert "L0H1" in fig.layout.annotations[0].text and len(figure_data(fig)) == len(tokens) + 4

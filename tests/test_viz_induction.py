@@ -48,3 +48,17 @@ def test_accuracy_has_no_chance_line_and_a_0_1_axis():
     assert tuple(fig.layout.yaxis.range) == (0, 1.02) and "accuracy" in fig.layout.yaxis.title.text
     with pytest.raises(ValueError, match="n_repeat"):
         repeat_by_position(frame().drop(columns="n_repeat"))
+
+
+def test_repeat_floor_curves_put_the_floor_beside_each_model():
+    import pandas as pd
+
+    from tfviz.viz import repeat_floor_curves
+
+    df = pd.DataFrame({"model": ["2 layers"] * 2 + ["1 layer"] * 2, "half": [15, 31, 15, 31],
+                       "loss": [0.04, 0.08, 4.1, 4.3], "floor": [0.065, 0.154, 0.065, 0.154]})
+    fig = repeat_floor_curves(df)
+    names = [t.name for t in fig.data]
+    assert names[:2] == ["2 layers", "1 layer"] and names[2].startswith("floor")
+    assert list(fig.data[0].y) == [0.04, 0.08] and list(fig.data[2].y) == [0.065, 0.154]
+    assert fig.data[2].line.dash == "dash"

@@ -100,6 +100,26 @@ def test_coref_law_head_and_application_head(live) -> None:
     assert claim["holds"]
 
 
+def test_agreement_one_head_is_the_choice(live, cards) -> None:
+    """Issue 31: accurate over the whole vocabulary and between the nouns on held-out frames and
+    pairs; the one head whose pattern picks the referent, switched off, leaves a guess; patched
+    from the other pronoun's sentence, the answer flips (the card's seed; other seeds:
+    tests/test_causal_agreement.py)."""
+    m, f = live["agreement"]["metrics"], live["agreement"]["finding"]
+    assert m["accuracy"] >= 0.95 and m["pairwise_accuracy"] >= 0.95
+    assert len(f["pattern_heads"]) == 1 and all(f["checks"].values()), f["checks"]
+    head = f["pattern_heads"][0]
+    for data in ("heldout", "fresh"):
+        assert m[f"off.{head}.{data}.pairwise_accuracy"] <= 0.65
+        assert m[f"patch.{head}.{data}.flips"] >= 0.8
+        assert m[f"off.every other head.{data}.pairwise_accuracy"] >= 0.98
+    assert m[f"head.{head}.antecedent_max"] > 0.9
+    s1, s2 = f["mission"]
+    assert (s1["answers"][0]["answer"], s2["answers"][0]["answer"]) == ("law", "rule")
+    assert s1["answers"][1]["answer"] != "law" and s2["answers"][1]["answer"] != "rule"
+    assert cards["agreement"]["model"]["n_layers"] == 1
+
+
 def test_induction_two_layers_yes_one_layer_no(live) -> None:
     two, one = live["induction-2L"], live["induction-1L"]
     chance = two["finding"]["chance"]
@@ -212,6 +232,33 @@ def test_build_is_deterministic(tmp_path) -> None:
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert (tmp_path / "a" / "induction-1L.md").is_file() and (tmp_path / "a" / "README.md").is_file()
     assert "--steps 12" in a["build"]["command"]
+
+
+def test_remeasure_rewrites_the_card_and_keeps_the_weights(tmp_path) -> None:
+    """``python -m tfviz.zoo measure`` re-measures a built model and rewrites its card (here
+    after a card lost a metric), never touching the weights or the training record."""
+    import json
+    import shutil
+
+    from tfviz.train.checkpoint import save_checkpoint
+
+    shutil.copy(DEFAULT_DIR / "translate.safetensors", tmp_path / "translate.safetensors")
+    ck = load_checkpoint(tmp_path / "translate.safetensors")
+    extra = dict(ck.meta["extra"])
+    card = json.loads(json.dumps(extra["card"]))
+    lost = card["metrics"].pop("accuracy")
+    save_checkpoint(tmp_path / "translate.safetensors", ck.model, tokenizer=ck.tokenizer, task=ck.task,
+                    train_config=ck.train_config, history=ck.history, extra={**extra, "card": card},
+                    snapshots=ck.snapshots)
+    assert zoo_main(["measure", "--only", "translate", "--dir", str(tmp_path)]) == 0
+    after = load_checkpoint(tmp_path / "translate.safetensors")
+    new = after.meta["extra"]["card"]
+    assert new["metrics"]["accuracy"] == pytest.approx(lost, abs=1e-9)
+    assert new["build"]["train_seconds"] == card["build"]["train_seconds"] and new["build"]["remeasured"]
+    wa, wb = ck.model.state_dict(), after.model.state_dict()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa) and after.history == ck.history
+    assert (tmp_path / "translate.md").read_text().startswith("# translate")
+    assert (tmp_path / "README.md").is_file()
 
 
 def test_cli_evaluate_one_model_and_unknown_name(capsys) -> None:

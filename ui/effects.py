@@ -35,7 +35,9 @@ from .widgets import chart_cells, metric_row
 VIEWS = ["Switch heads off", "Patch from another input", "Logit lens", "Attribution & circuits",
          "Gradients & paths", "Weights & composition"]
 KEEP = 48  # results kept for the server (a head table is a few kB, a lens a few MB at most)
-TASK_DATA = {"coref": "the task's first 300 test sentences", "induction": "32 fresh [BOS] r r sequences (|r| = 40)"}
+TASK_DATA = {"coref": "the task's first 300 test sentences", "induction": "32 fresh [BOS] r r sequences (|r| = 40)",
+             "agreement": "the task's first 300 test sentences"}
+PRONOUN_TASKS = ef.PRONOUN_TASKS
 
 
 @st.cache_resource
@@ -158,7 +160,7 @@ def computed(lm, key: tuple, compute, what: str, others=(), cost: tuple | None =
 def _probe(lm, inp, data: str, model):
     """The probe a grid measures (``model``: the private copy it runs on; the task's data need none)."""
     task = cache.task_of(lm)
-    if data != "input" and lm.task_name == "coref":
+    if data != "input" and lm.task_name in PRONOUN_TASKS:
         return ef.coref_probe(task.examples("test")[:300])
     if data != "input" and lm.task_name == "induction":
         return ef.induction_repeat_probe(ef.repeat_sequences(task.tokenizer.vocab_size, 40, 32))
@@ -205,7 +207,9 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
                (f"L{layer}H{head} off", f"{row[m]:.4g}", dict(delta=f"{row[f'Δ {m}']:+.3g}", delta_color=(
                    "normal" if higher else "inverse"))),
                *([(f"pattern: {shown}", f"{row[shown]:.2f}")] if shown else []))
-    st.markdown(ef.head_sentence(df, layer, head))
+    st.markdown(ef.head_sentence(df, layer, head, m))
+    if (line := answer_line(lm, inp, site, layer, head, m)) is not None:
+        st.markdown(line)
     figs = [(cache.figure(viz.effect_heatmap, ef.headline_grid(df, f"Δ {m}"), metric=m,
                           baseline=df.attrs["baseline"][m], higher=higher, selected=(layer, head),
                           title=f"{site.label}: each head off → Δ {m}"), "eff_heatmap")]
@@ -236,6 +240,8 @@ def heads_off(lm, inp, site, layer: int, head: int) -> None:
             if sets.attrs.get("n", 1) > 1:
                 st.caption(f"Δ {m} lo / hi: the 95% bootstrap interval of the change over the "
                            f"{sets.attrs['n']} examples; clear = it leaves out no change.")
+            if (line := set_answer_line(lm, inp, together, sites, sets, data)) is not None:
+                st.markdown(line)
     _spreads(df, m, layer, head, higher)
     st.caption("Switched off = the head's output (its slice of `attn.hook_z`, before W_O mixes the "
                "heads) set to zero for the whole input. A pattern says where a head looks; only "
@@ -266,16 +272,79 @@ def _spreads(df, m: str, layer: int, head: int, higher: bool) -> None:
                    "the same example unchanged). A head is called clear only when its interval leaves out "
                    "no change. ± in the numbers above is half the interval's width. The spread is over "
                    "the examples drawn, not over training runs.")
+def answer_line(lm, inp, site, layer: int, head: int, metric: str) -> str | None:
+    """What the model answers on this input with the head off (top token and probability) and,
+    for a task with held-out data, what the held-out average of ``metric`` does, in one line."""
+    import torch
+
+    mask = getattr(lm.tokenizer, "mask_id", None) if lm.tokenizer is not None else None
+    pos = ef.answer_position(inp.ids, inp.meta, lm.config.arch, mask)
+    x = tuple(torch.tensor([list(v)]) for v in inp.key)
+    off = [iv.head(layer, head, site.stack, site.attention)]
+    ans = computed(lm, ("answer", inp.key, site.label, layer, head, pos),
+                   lambda p, m: ef.top_answers(m, x, pos, [[], off]), "Reading the answer")
+    if ans is None:
+        return None
+    (before, after) = [(lm.tokenizer.tokens_of([a])[0], pa) for a, pa in ans]
+    average, df = None, None
+    if lm.task_name in TASK_DATA and site.stack == "":  # the grid heads_off shows for the task
+        df = computed(lm, ("heads", "task", site.label, None),
+                      lambda p, mod: ef.head_effects(mod, _probe(lm, inp, "task", mod), stack=site.stack,
+                                                     attention=site.attention, progress=p, spread=True),
+                      f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off",
+                      cost=_grid_cost(lm, _inputs(lm, inp, "task"), iv.head_grid_layers(lm.model)))
+    if df is not None:
+        m = metric if metric in df.attrs["baseline"] else df.attrs["headline"]
+        row = df[(df["layer"] == layer) & (df["head"] == head)].iloc[0]
+        average = {"metric": m, "data": TASK_DATA[lm.task_name], "base": df.attrs["baseline"][m],
+                   "off": row[m], "higher": ef.higher_is_better(df, m)}
+    line = ef.off_line(f"L{layer}H{head}", before, after, average)
+    return f"At position {pos} (*{inp.tokens[pos]}*), w" + line[1:]
+
+
+def set_answer_line(lm, inp, name: str, sites, sets, data: str) -> str | None:
+    """What the model answers on this input with the set ``name`` (``sites``) off, beside the
+    set table's headline over the task's data when that is what the table measured."""
+    import torch
+
+    mask = getattr(lm.tokenizer, "mask_id", None) if lm.tokenizer is not None else None
+    pos = ef.answer_position(inp.ids, inp.meta, lm.config.arch, mask)
+    x = tuple(torch.tensor([list(v)]) for v in inp.key)
+    ans = computed(lm, ("answer_set", inp.key, name, pos),
+                   lambda p, m: ef.top_answers(m, x, pos, [[], list(sites)]), "Reading the answer")
+    if ans is None:
+        return None
+    (before, after) = [(lm.tokenizer.tokens_of([a])[0], pa) for a, pa in ans]
+    average = None
+    if data != "input":
+        m = sets.columns[1]  # the probe's headline, first after "heads off"
+        average = {"metric": m, "data": TASK_DATA[lm.task_name], "base": float(sets[m].iloc[0]),
+                   "off": float(sets[m].iloc[1]), "higher": "loss" not in m}
+    line = ef.off_line(name, before, after, average)
+    return f"At position {pos} (*{inp.tokens[pos]}*), w" + line[1:]
 
 
 def _replacement(lm, inp) -> tuple[int, str]:
+    """The word to change by default: for a pronoun sentence, the one its task's counterfactual
+    changes last (coref: the deciding word; agreement: the final pronoun, of the other number)."""
     task = cache.task_of(lm)
-    if lm.task_name == "coref" and inp.meta.get("attribute_index") is not None:
+    if lm.task_name in PRONOUN_TASKS and inp.meta.get("referent") is not None and hasattr(task, "counterfactual"):
         from tfviz.tasks.base import Example
         out = task.counterfactual(Example(list(inp.ids), [], meta=dict(inp.meta)))
         if out:
-            return int(inp.meta["attribute_index"]), out[1]
+            diff = [i for i, (a, b) in enumerate(zip(inp.ids, out[0])) if a != b]
+            if diff:
+                return diff[-1], lm.tokenizer.tokens_of([out[0][diff[-1]]])[0]
     return len(inp.ids) // 2, ""
+
+
+def _candidates(lm, inp) -> tuple[int, int] | None:
+    """(the referent's answer id, the other candidate's) of a pronoun sentence, else None."""
+    m = inp.meta
+    if lm.task_name not in PRONOUN_TASKS or m.get("referent") is None or not m.get("candidate_indices"):
+        return None
+    ids = m.get("answer_ids") or [inp.ids[c] for c in m["candidate_indices"]]
+    return int(ids[m["referent"]]), int(ids[1 - m["referent"]])
 
 
 def patch(lm, inp) -> None:
@@ -289,27 +358,50 @@ def patch(lm, inp) -> None:
                        key="eff_patch_pos", format_func=lambda i: f"{i}: {inp.tokens[i]}")
     word = c2.text_input("Replace it by", value=default_word, key="eff_patch_word", max_chars=100,
                          help="One token of this model's vocabulary. For a pronoun sentence the default "
-                              "is a deciding word that fits the other noun: the referent flips.")
-    ids = _token_of(lm.tokenizer, word.strip())
+                              "makes the other noun meant: coref, a deciding word that fits the other "
+                              "noun; agreement, the pronoun of the other number.")
+    ids, why = token_or_reason(lm.tokenizer, word.strip())
     if ids is None:
-        return st.info("Type a word that is one token of this model's vocabulary.")
+        return st.info(why)
+    pair = _candidates(lm, inp)
+    choices = (["other"] if pair else []) + ["changed", "word"]
+    labels = {"other": f"the other candidate noun ('{lm.tokenizer.tokens_of([pair[1]])[0]}')" if pair else "",
+              "changed": "the changed input's answer (its runner-up when both agree)",
+              "word": "a word I type"}
+    if st.session_state.get("eff_patch_contrast") not in choices:  # another input: its own default
+        st.session_state["eff_patch_contrast"] = choices[0]
+    contrast = st.selectbox("Compare the clean answer with", choices, key="eff_patch_contrast",
+                            format_func=labels.get,
+                            help="The metric is logit(answer) − logit(contrast). For a pronoun sentence the "
+                                 "default is the other candidate noun: is this noun or the other one said?")
+    good = bad = None
+    if contrast == "other":
+        good, bad = pair
+    elif contrast == "word":
+        typed = st.text_input("Contrast word", key="eff_patch_contrast_word")
+        bad, why = token_or_reason(lm.tokenizer, typed.strip())
+        if bad is None:
+            return st.info(why)
     corrupt = list(inp.ids)
     corrupt[pos] = ids
     mask = getattr(lm.tokenizer, "mask_id", None)
     at_pos = inp.ids.index(mask) if lm.config.arch == "encoder" and mask in inp.ids else -1  # an encoder's [MASK]
     n, L = len(inp.ids), lm.config.n_layers  # every layer x position, then every head, + 6 plain runs
     first = [None] * 6 + [l for l in range(L) for _ in range(n)] + iv.head_grid_layers(lm.model)[1:]
-    d = computed(lm, ("patch", inp.key, pos, ids, at_pos),
-                 lambda p, m: ef.patching(m, inp.ids, corrupt, pos=at_pos, progress=p), "Patching",
-                 cost=_grid_cost(lm, (torch.tensor([list(inp.ids)]),), first))
+    try:
+        d = computed(lm, ("patch", inp.key, pos, ids, at_pos, good, bad),
+                     lambda p, m: ef.patching(m, inp.ids, corrupt, pos=at_pos, progress=p, good=good, bad=bad),
+                     "Patching", cost=_grid_cost(lm, (torch.tensor([list(inp.ids)]),), first))
+    except ValueError as e:
+        return st.info(str(e))
     if d is None:
         return
     good, bad = lm.tokenizer.tokens_of([d["good"], d["bad"]])
     metric = f"logit '{good}' − '{bad}'"
-    st.markdown(f"The clean input says **{good}**, the changed one (*{inp.tokens[pos]}* → *{word}*) "
-                f"**{bad}**: {metric} is {d['clean']:.3f} on the clean input, {d['corrupt']:.3f} on "
-                "the changed one. Each cell runs the changed input with one activation taken from the "
-                "clean run: how much of the clean answer it brings back.")
+    st.markdown(f"Answer **{good}** against **{bad}** (*{inp.tokens[pos]}* → *{word}*): {metric} is "
+                f"{d['clean']:.3f} on the clean input, {d['corrupt']:.3f} on the changed one. Each cell "
+                "runs the changed input with one activation taken from the clean run: how much of the "
+                "clean answer it brings back.")
     figs = [(cache.figure(viz.position_effect_heatmap, d["resid"], inp.tokens, metric=metric,
                           baseline=d["corrupt"], reference=d["clean"],
                           title="Residual stream entering each layer, per position"), "eff_patch_pos_fig"),
@@ -321,17 +413,29 @@ def patch(lm, inp) -> None:
             show(fig, key)
 
 
-def _token_of(tok, word: str) -> int | None:
-    if not word or tok is None or len(word) > 100:  # one token: a word, not a text
-        return None
+def token_or_reason(tok, word: str) -> tuple[int | None, str]:
+    """(the id of ``word`` as one token of the model's vocabulary, "") or (None, why not): empty,
+    more than one token, or a word the vocabulary lacks (read as [UNK], the same for every
+    unknown word, so patching it would say nothing about the word)."""
+    if tok is None:
+        return None, "This model has no tokenizer to read a word with."
+    if not word or len(word) > 100:  # one token: a word, not a text
+        return None, "Type a word that is one token of this model's vocabulary."
+    unknown = False
     for w in (word, " " + word):
         try:
             ids = tok.encode_ids(w)
         except ValueError:  # tfviz.tokenize.TokenizerError: this tokenizer cannot read it
-            return None
+            return None, f"This model's tokenizer cannot read '{word[:40]}'."
         if len(ids) == 1:
-            return ids[0]
-    return None
+            if tok.unk_id is not None and ids[0] == tok.unk_id:
+                unknown = True
+                continue
+            return ids[0], ""
+    if unknown:
+        return None, (f"'{word[:40]}' is not in this model's vocabulary: it would be read as [UNK], "
+                      "the same token for every unknown word. Type a word the model knows.")
+    return None, f"'{word[:40]}' is more than one token here; type a word that is one token."
 
 
 def lens(lm, inp) -> None:
@@ -407,8 +511,7 @@ def findings_coref(lm) -> None:
     sentences (both metrics), pattern vs effect for every head (``tfviz.zoo.causal``)."""
     from tfviz.zoo import causal as zc
 
-    d = computed(lm, ("findings_coref",), lambda p, m: zc.coref_effects(m, cache.task_of(lm)),
-                 "Switching heads off on 492 sentences")
+    d = _coref_d(lm)
     if d is None:
         return
     st.markdown(zc.coref_story(d))
@@ -422,6 +525,132 @@ def findings_coref(lm) -> None:
     with c2:
         st.dataframe(d["sets"].round(3), hide_index=True, key="find_coref_sets")
         st.dataframe(zc.disagreements(h).round(3), hide_index=True, key="find_coref_disagree")
+
+
+def _coref_d(lm):
+    from tfviz.zoo import causal as zc
+    return computed(lm, ("findings_coref",), lambda p, m: zc.coref_effects(m, cache.task_of(lm)),
+                    "Switching heads off on 492 sentences")
+
+
+def _agreement_d(lm):
+    from tfviz.zoo import causal as zc
+    return computed(lm, ("findings_agreement",), lambda p, m: zc.agreement_effects(m, cache.task_of(lm)),
+                    "Switching heads off and patching them on 492 sentences")
+
+
+def findings_coref_sentence(lm, sentence: int) -> None:
+    """The coref story on the chosen mission sentence: what the model answers with each head the
+    held-out story names switched off, beside the held-out average, one line each."""
+    from tfviz.zoo import causal as zc
+
+    d = _coref_d(lm)
+    if d is None:
+        return
+    task = cache.task_of(lm)
+    names = list(dict.fromkeys(d["pattern_heads"][:1] + d["effect_heads"]))
+    s = computed(lm, ("findings_coref_sentence", sentence),
+                 lambda p, m: zc.mission_effects(m, task, names, [task.mission_sentences()[sentence - 1]])[0],
+                 "Switching heads off on the sentence")
+    if s is None:
+        return
+    a = s["answers"].set_index("heads off")
+    h = d["heads"].set_index("name")
+    base = h.attrs["baseline"][zc.PAIR]
+    lines = [f"**On this sentence** (answer at the final pronoun), with the heads the held-out story "
+             "names switched off one at a time:"]
+    for name in names:
+        lines.append("- " + ef.off_line(name, (a.loc["none", "answer"], a.loc["none", "P(answer)"]),
+                                        (a.loc[name, "answer"], a.loc[name, "P(answer)"]),
+                                        {"metric": zc.PAIR, "data": f"{d['n']['held-out']} held-out sentences",
+                                         "base": base, "off": base + h.loc[name, f"Δ {zc.PAIR}"]}))
+    st.markdown("\n".join(lines))
+
+
+def _pattern_effect_figure(sentence: dict, head: str, key: str, title: str) -> None:
+    """``causal.mission_effects``' sentence: ``head``'s pattern from the final pronoun beside the
+    candidates' probabilities with each head off."""
+    layer, h = int(head[1:head.index("H")]), int(head[head.index("H") + 1:])
+    a = sentence["answers"]
+    probs = a[[f"P({w})" for w in sentence["candidates"]]].to_numpy()
+    show(cache.figure(viz.pattern_and_effect, sentence["pattern"][layer, h], sentence["tokens"],
+                      sentence["candidates"], sentence["positions"], list(a["heads off"]), probs,
+                      head=head, query=sentence["query"], title=title), key, data=a)
+
+
+def findings_agreement(am, sentence: int) -> None:
+    """The Findings page's agreement story (``causal.agreement_effects``: heads switched off and
+    patched on held-out and fresh sentences) and the chosen mission sentence in the new form with
+    pattern and effect side by side (every head off in turn)."""
+    from tfviz.zoo import causal as zc
+
+    d = _agreement_d(am)
+    if d is None:
+        return
+    task = cache.task_of(am)
+    head = (d["pattern_heads"] or d["effect_heads"])[0]
+    s = computed(am, ("findings_agreement_sentence", sentence),
+                 lambda p, m: zc.mission_effects(m, task, None, [task.mission_sentences()[sentence - 1]])[0],
+                 "Switching each head off on the sentence")
+    if s is None:
+        return
+    _pattern_effect_figure(s, head, "find_agree_sentence", f"“{s['text']}” (live)")
+    a = s["answers"].set_index("heads off")
+    h = d["heads"].set_index("name")
+    base = h.attrs["baseline"][zc.PAIR]
+    st.markdown(ef.off_line(head, (a.loc["none", "answer"], a.loc["none", "P(answer)"]),
+                            (a.loc[head, "answer"], a.loc[head, "P(answer)"]),
+                            {"metric": zc.PAIR, "data": f"{d['n']['held-out']} held-out sentences",
+                             "base": base, "off": base + h.loc[head, f"Δ {zc.PAIR}"]}))
+    st.markdown(zc.agreement_story(d))
+    c1, c2 = column_pairs(2)
+    with c1:
+        st.dataframe(d["sets"].round(3), hide_index=True, key="find_agree_sets")
+    with c2:
+        st.dataframe(d["patch"].round(3), hide_index=True, key="find_agree_patch")
+
+
+def findings_contrast(cm, am) -> None:
+    """Both pronoun stories side by side (``causal.pronoun_contrast``): the coref model, whose
+    pattern head points at the noun while the choice is made elsewhere, and the agreement model,
+    whose pattern head is the choice — each on its mission sentence with the head switched off."""
+    from tfviz.zoo import causal as zc
+
+    cd, ad = _coref_d(cm), _agreement_d(am)
+    if cd is None or ad is None:
+        return
+    c = computed(am, ("findings_contrast",),
+                 lambda p, a, c: zc.pronoun_contrast(c, cache.task_of(cm), a, cache.task_of(am), cd, ad),
+                 "Both models, one head off each", others=[cm])
+    if c is None:
+        return
+    st.markdown(f"**{c['summary']}**")
+    cols = column_pairs(2)
+    for col, key, title in zip(cols, ("coref", "agreement"),
+                               ("coref: the pattern points at the noun", "agreement: the pattern is the choice")):
+        side = c[key]
+        with col:
+            st.markdown(f"**{title}** (live)")
+            _pattern_effect_figure(side["sentence"], side["head"], f"find_contrast_{key}",
+                                   f"{key}: “{side['sentence']['text'][:60]}”")
+            st.markdown(side["line"])
+
+
+def findings_floor(m2, m1) -> None:
+    """Repeats inside the repeated part: both induction models' loss on fresh [BOS] r r with r
+    drawn with replacement, beside the floor of a perfect bigram copier (``zoo.findings.floor_frame``)."""
+    from tfviz.zoo import findings as zf
+    from tfviz.zoo.measure import train_length_of
+
+    vocab = cache.task_of(m2).tokenizer.vocab_size
+    df = computed(m2, ("findings_floor",), lambda p, two, one: zf.floor_frame({"2 layers": two, "1 layer": one},
+                                                                              vocab, m2.config.max_len),
+                  "Repeats inside r: both models on fresh sequences", others=[m1])
+    if df is None:
+        return
+    show(cache.figure(viz.repeat_floor_curves, df, title="Repeats inside r: loss on the repeat vs the floor (live)"),
+         "find_ind_floor", data=df)
+    st.markdown(zf.floor_sentence(df, "2 layers", train_length_of(m2.ckpt)))
 
 
 def findings_induction(m2, m1) -> None:
@@ -458,4 +687,4 @@ def render(lm, inp, site, layer: int, head: int) -> None:
 class _TAB:  # the helpers effects_tools' views share with this tab's own (handed in: no import cycle)
     computed = staticmethod(computed)
     replacement = staticmethod(_replacement)
-    token_of = staticmethod(_token_of)
+    token_or_reason = staticmethod(token_or_reason)

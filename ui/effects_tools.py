@@ -36,9 +36,9 @@ def _changed_input(lm, inp, tab):
     word = c2.text_input("Replace it by", value=default_word, key="eff_grad_word",
                          help="One token of this model's vocabulary: the clean input is the one above, "
                               "the changed one has this word instead.")
-    new = tab.token_of(lm.tokenizer, word.strip())
-    if new is None:
-        st.info("Type a word that is one token of this model's vocabulary.")
+    new, why = tab.token_or_reason(lm.tokenizer, word.strip())
+    if new is None:  # empty, several tokens, or [UNK] (the same for every unknown word): said
+        st.info(why)
         return None
     corrupt = list(inp.ids)
     corrupt[pos] = new
@@ -50,7 +50,7 @@ def _changed_input(lm, inp, tab):
 def gradients_and_paths(lm, inp, site, layer: int, head: int, tab) -> None:
     """Attribution patching against real patching (every head, every layer x position), and path
     patching from every earlier head into the chosen head's q, k and v. ``tab``: the Effects tab's
-    shared helpers (``computed``, ``replacement``, ``token_of``)."""
+    shared helpers (``computed``, ``replacement``, ``token_or_reason``)."""
     import torch
 
     computed = tab.computed

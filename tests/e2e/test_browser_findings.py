@@ -6,7 +6,7 @@ from browser_helpers import SCREENSHOTS, click_radio, first_renders, report, rer
 from playwright.sync_api import expect
 
 SECTIONS = ["Induction heads", "Positional extrapolation", "Cross-attention", "All models",
-            "The \"it\" heads"]
+            "“It”: pattern or choice?", "The \"it\" heads"]
 
 
 def test_findings_page(page, open_page, timings) -> None:

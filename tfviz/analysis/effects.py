@@ -30,6 +30,7 @@ from .interventions import (MAX_ROWS, Metric, Progress, Site, _effect, effect, h
 from .spread import spread_columns
 
 PATTERN = layer_template("attn.hook_pattern")
+PRONOUN_TASKS = ("coref", "agreement")  # tasks whose examples name two candidate nouns and a referent
 
 
 @dataclass
@@ -64,12 +65,24 @@ def coref_probe(examples: Sequence, pad_id: int = 0) -> Probe:
     tokens = torch.tensor([r + [pad_id] * (n - len(r)) for r in rows])
     q = torch.tensor([m["query_index"] for m in metas])
     idx = torch.arange(len(rows))
-    good = tokens[idx, torch.tensor([m["candidate_indices"][m["referent"]] for m in metas])]
-    bad = tokens[idx, torch.tensor([m["candidate_indices"][1 - m["referent"]] for m in metas])]
+    good, bad = candidate_answers(tokens, metas)
     return Probe("coref", (tokens,), {
         "P(referent)": prob(good, q), "whole-vocabulary accuracy": top1(good, q),
         "pairwise accuracy": pairwise(good, bad, q), "logit difference": logit_diff(good, bad, q)},
         higher=True, pattern=lambda p: _coref_pattern(antecedent_scores(p, metas)))
+
+
+def candidate_answers(tokens: torch.Tensor, metas: Sequence[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The token each sentence should be answered with and the other candidate's, [batch] each:
+    ``meta["answer_ids"]`` where the task names them (the agreement task answers a noun's singular
+    form), else the candidate nouns' own tokens in the sentence (coref)."""
+    idx = torch.arange(len(metas))
+
+    def pick(which):
+        if all("answer_ids" in m for m in metas):
+            return torch.tensor([m["answer_ids"][which(m)] for m in metas])
+        return tokens[idx, torch.tensor([m["candidate_indices"][which(m)] for m in metas])]
+    return pick(lambda m: m["referent"]), pick(lambda m: 1 - m["referent"])
 
 
 def _coref_pattern(scores: dict) -> dict[str, np.ndarray]:
@@ -154,14 +167,14 @@ def input_probe(model, task_name: str | None, ids: Sequence[int], meta: dict | N
     t = torch.tensor([list(ids)])
     inputs = (t,) if src is None else (torch.tensor([list(src)]), t)
     meta = meta or {}
-    if task_name == "coref" and meta.get("referent") is not None and src is None:
+    if task_name in PRONOUN_TASKS and meta.get("referent") is not None and src is None:
         return coref_probe([_Row(list(ids), meta)])
     if task_name == "induction" and src is None and copy_positions(list(ids))[0]:
         return induction_repeat_probe(t)
     if model.config.arch == "encoder":
         masks = [i for i, x in enumerate(ids) if x == mask_id]
         return answer_probe(model, inputs, masks or range(len(ids)))
-    if task_name == "coref":
+    if task_name in PRONOUN_TASKS:
         return answer_probe(model, inputs, [len(ids) - 1])
     probe = lm_probe(t)
     return Probe("lm", inputs, probe.metrics, higher=False)
@@ -237,10 +250,12 @@ def set_effects(model, probe: Probe, sets: Mapping[str, Sequence[Site]], *, mode
 
 
 def patching(model, clean: Sequence[int], corrupt: Sequence[int], pos: int = -1,
-             progress: Progress | None = None) -> dict:
+             progress: Progress | None = None, good: int | None = None,
+             bad: int | None = None) -> dict:
     """Activation patching between two inputs of one length that differ in a word or two (a
-    one-stack model): the metric is logit[a] - logit[b] at ``pos``, a = the clean run's answer,
-    b = the corrupted run's (its second choice when both agree). Every layer's residual stream
+    one-stack model): the metric is logit[a] - logit[b] at ``pos``, a = ``good`` (default: the
+    clean run's answer), b = ``bad`` (default: the corrupted run's answer, its second choice when
+    both agree; a pronoun sentence's page passes the other candidate noun). Every layer's residual stream
     at every position, and every head's output, taken from the clean run into the corrupted one
     (how much of the clean answer each restores) -> {"resid" [layer, pos], "heads" [layer,
     head], "clean", "corrupt" (the metric on each), "good", "bad" (token ids), "pos"}."""
@@ -257,9 +272,16 @@ def patching(model, clean: Sequence[int], corrupt: Sequence[int], pos: int = -1,
             la, lb = model(a)[0, pos], model(b)[0, pos]
         finally:
             model.train(was)
-    good = int(la.argmax())
-    ranked = lb.argsort(descending=True).tolist()
-    bad = ranked[0] if ranked[0] != good else ranked[1]
+    good = int(la.argmax()) if good is None else int(good)
+    if bad is None:
+        ranked = lb.argsort(descending=True).tolist()
+        bad = ranked[0] if ranked[0] != good else ranked[1]
+    bad = int(bad)
+    if good == bad:
+        raise ValueError("the answer and its contrast are the same token: pick another contrast")
+    vocab = la.shape[-1]
+    if not (0 <= good < vocab and 0 <= bad < vocab):
+        raise ValueError(f"token ids must lie in 0..{vocab - 1}")
     metric = logit_diff(good, bad, pos)
     n = model.config.n_layers
     steps = [0]
@@ -280,18 +302,21 @@ def _logits(model, x):
         return model(x)
 
 
-def head_sentence(df: pd.DataFrame, layer: int, head: int) -> str:
+def head_sentence(df: pd.DataFrame, layer: int, head: int, metric: str | None = None) -> str:
     """What switching head (``layer``, ``head``) off did, in words, from ``head_effects``' table:
-    the headline metric before and after, the pattern's scores, and the head whose removal
-    changes the metric most (the one that matters, whatever its pattern)."""
-    name, m = f"L{layer}H{head}", df.attrs["headline"]
+    ``metric`` (default: the headline; the page passes the one its reader chose) before and after,
+    the pattern's scores, and the head whose removal changes that metric most (the one that
+    matters, whatever its pattern)."""
+    name, m = f"L{layer}H{head}", metric or df.attrs["headline"]
+    if m not in df.attrs["baseline"]:
+        raise ValueError(f"{m!r} is not one of the table's metrics: {', '.join(df.attrs['baseline'])}")
     base = df.attrs["baseline"][m]
     row = df[(df["layer"] == layer) & (df["head"] == head)].iloc[0]
     out = [f"Switching **{name}** off ({df.attrs['mode']}) changes {m} from {base:.5g} to "
            f"{row[m]:.5g} ({row[f'Δ {m}']:+.3g})."]
     if df.attrs.get("pattern"):
         out.append("Its pattern: " + ", ".join(f"{c} {row[c]:.2f}" for c in df.attrs["pattern"]) + ".")
-    worst = df.loc[(df[f"Δ {m}"] * (1 if df.attrs["higher"] else -1)).idxmin()]
+    worst = df.loc[(df[f"Δ {m}"] * (1 if higher_is_better(df, m) else -1)).idxmin()]
     if worst["name"] != name:
         out.append(f"The head whose removal hurts most is **{worst['name']}** ({worst[f'Δ {m}']:+.3g})"
                    + (f", with {df.attrs['pattern'][0]} {worst[df.attrs['pattern'][0]]:.2f}."
@@ -299,6 +324,56 @@ def head_sentence(df: pd.DataFrame, layer: int, head: int) -> str:
     else:
         out.append("No other head's removal hurts more.")
     return " ".join(out)
+
+
+def answer_position(ids: Sequence[int], meta: dict | None = None, arch: str = "decoder",
+                    mask_id: int | None = None) -> int:
+    """Where one input's answer is read: a task example's query (``meta["query_index"]``), an
+    encoder's first [MASK], else the last position."""
+    q = (meta or {}).get("query_index")
+    if isinstance(q, int) and 0 <= q < len(ids):
+        return q
+    if arch == "encoder" and mask_id is not None and mask_id in ids:
+        return list(ids).index(mask_id)
+    return len(ids) - 1
+
+
+def top_answers(model, inputs, pos: int, variants: Sequence[Sequence[Site]], *,
+                mode: str = "zero", reference=None, **forward_kwargs) -> list[tuple[int, float]]:
+    """What the model answers at ``pos`` of one input (batch 1) with each variant's sites
+    replaced (``[]``: unchanged) -> [(top token id, its probability)] per variant."""
+    inputs = tuple(inputs)
+    if inputs[-1].shape[0] != 1:
+        raise ValueError("top_answers reads one input (batch 1)")
+    metrics = {"id": lambda lg: lg[0, pos].float().argmax(),
+               "p": lambda lg: lg[0, pos].float().softmax(-1).max()}
+    vals = effect(model, inputs, list(variants), metrics, mode=mode, reference=reference,
+                  **forward_kwargs)
+    return [(int(round(i)), float(p)) for i, p in vals]
+
+
+def off_line(name: str, before: tuple[str, float], after: tuple[str, float],
+             average: dict | None = None) -> str:
+    """One line: what one input's answer becomes with ``name`` switched off (``before`` /
+    ``after``: (token, probability)) and, when ``average`` is given ({"metric", "data", "base",
+    "off", "higher"}), what the held-out average does, both in the same line, saying when they
+    disagree (the answer stays but the average falls by more than 2 points, or the answer changes
+    while the average barely moves)."""
+    same = before[0] == after[0]
+    out = (f"With **{name}** off the model answers **{after[0]}** ({after[1]:.4g}) on this input"
+           + (f" — unchanged (**{before[0]}**, {before[1]:.4g}, with every head on)" if same
+              else f" instead of **{before[0]}** ({before[1]:.4g})"))
+    if average is None:
+        return out + "."
+    d = average["off"] - average["base"]
+    worse = -d if average.get("higher", True) else d
+    out += (f"; over {average['data']} {average['metric']} goes from {average['base']:.3g} to "
+            f"{average['off']:.3g}")
+    if same and worse > 0.02:
+        out += " — this input and the average disagree: the head matters on average, not here"
+    elif not same and abs(d) <= 0.02:
+        out += " — this input and the average disagree: the answer changes here, the average barely moves"
+    return out + "."
 
 
 def higher_is_better(df: pd.DataFrame, metric: str) -> bool:
@@ -315,5 +390,5 @@ def headline_grid(df: pd.DataFrame, column: str | None = None) -> np.ndarray:
     return df[column].to_numpy(dtype=float).reshape(L, H)
 
 
-__all__ = ["Probe", "answer_probe", "coref_probe", "head_sentence", "higher_is_better", "input_probe", "patching", "head_effects", "headline_grid", "induction_repeat_probe",
+__all__ = ["Probe", "answer_position", "answer_probe", "candidate_answers", "off_line", "top_answers", "coref_probe", "head_sentence", "higher_is_better", "input_probe", "patching", "head_effects", "headline_grid", "induction_repeat_probe",
            "lm_probe", "patterns", "repeat_sequences", "set_effects"]

@@ -28,7 +28,7 @@ from .heads import LABELS, head_scores, induction_probe, score_model
 
 ATTN_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_pos_bias",
               "hook_attn_scores", "hook_pattern", "hook_z")
-PRONOUNS = ("it", "its")
+PRONOUNS = ("it", "its", "they", "their")
 READABLE_MAX = 128  # longest input the explorer shows: beyond it labels and cells get unreadable
 GRID_CSV_CELLS = 120_000  # larger all-heads grids: the CSV holds the selected head only
 
@@ -441,9 +441,9 @@ def probe_default(queries: Sequence[int], meta: Mapping | None = None) -> int:
 
 def probe_unavailable(task_name: str | None, task) -> str | None:
     """Why the pronoun probe cannot run on a model of this task, or None when it can."""
-    if task_name != "coref" or not hasattr(task, "mission_sentences"):
-        return ("The pronoun probe is for coreference models (task “coref”): pick one in the "
-                "sidebar, e.g. one trained on the Train page with the coref task.")
+    if task_name not in ("coref", "agreement") or not hasattr(task, "mission_sentences"):
+        return ("The pronoun probe is for coreference models (task “coref” or “agreement”): pick "
+                "one in the sidebar, e.g. one trained on the Train page with either task.")
     return None
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -149,5 +150,80 @@ def generalisation(model, vocab: int | Sequence[int], conditions: Sequence[dict]
     return pd.DataFrame(rows), positions
 
 
-__all__ = ["CONDITION", "condition_probes", "generalisation", "induction_score", "pool_positions",
-           "position_curve", "position_losses", "probe_summary", "recurrence_probe"]
+# ------------------------------------------------------------------------------ repeats inside r
+def replacement_sequences(vocab: int | Sequence[int], half: int = 40, batch: int = 32,
+                          seed: int = 0, bos_id: int = BOS_ID) -> torch.Tensor:
+    """[batch, 1 + 2 * half]: [BOS] r r with r ``half`` tokens drawn *with replacement* (so r
+    repeats tokens inside itself, as text does); vocab: ids to draw from, or a vocabulary size
+    (ids N_SPECIAL..vocab-1). Seeded: the same seed gives the same sequences."""
+    ids = list(range(N_SPECIAL, vocab)) if isinstance(vocab, int) else [int(v) for v in vocab]
+    if len(ids) < 2:
+        raise ValueError("need at least two token ids to draw from")
+    g = torch.Generator().manual_seed(seed)
+    r = torch.tensor(ids)[torch.randint(len(ids), (batch, half), generator=g)]
+    return torch.cat([torch.full((batch, 1), bos_id), r, r], dim=1)
+
+
+def repeat_floor(tokens: torch.Tensor, half: int) -> np.ndarray:
+    """The loss of a perfect copier on the repeat of [BOS] r r (``tokens`` [batch, 1 + 2 *
+    half]), position by position: at second-half position p (predicting tokens[p+1], p = half+1
+    .. 2 half - 1) it bets on each token that followed tokens[p] in the first half, in proportion
+    to how often it did (the first half's bigram counts of this sequence), so its loss there is
+    -log(count(tokens[p] -> tokens[p+1]) / count(tokens[p] -> anything)): 0 where r's token is
+    followed by one token only, log 2 where by two equally often, ... -> float64 [batch, half - 1].
+    No copier that only knows which tokens followed which can do better; one that also knows the
+    position of the repeat can (a fixed look-back of ``half``)."""
+    t = tokens.tolist()
+    out = np.zeros((len(t), half - 1))
+    for b, row in enumerate(t):
+        if len(row) != 1 + 2 * half or row[1:1 + half] != row[1 + half:]:
+            raise ValueError(f"sequence {b} is not [BOS] r r with |r| = {half}")
+        first = row[1:1 + half]
+        pair, total = Counter(zip(first, first[1:])), Counter(first[:-1])
+        for k, p in enumerate(range(half + 1, 2 * half)):
+            out[b, k] = -math.log(pair[row[p], row[p + 1]] / total[row[p]])
+    return out
+
+
+@torch.no_grad()
+def repeat_vs_floor(model, tokens: torch.Tensor, half: int) -> dict:
+    """The model's loss on the repeat of [BOS] r r (``replacement_sequences``) beside
+    ``repeat_floor``: {"loss", "floor"} [batch, half - 1] per position, and the means "mean_loss",
+    "mean_floor" over every repeat position, "ambiguous_loss", "ambiguous_floor" over those where
+    the first half gave the token more than one continuation (floor > 0; NaN where none), and
+    "n_ambiguous", "chance" (log of the vocabulary size)."""
+    pos = position_losses(model, tokens)
+    loss = pos["loss"][:, half + 1:2 * half]
+    floor = repeat_floor(tokens, half)
+    amb = floor > 0
+    return {"loss": loss, "floor": floor, "mean_loss": float(loss.mean()),
+            "mean_floor": float(floor.mean()), "n_ambiguous": int(amb.sum()),
+            "ambiguous_loss": float(loss[amb].mean()) if amb.any() else math.nan,
+            "ambiguous_floor": float(floor[amb].mean()) if amb.any() else math.nan,
+            "half": half, "batch": int(tokens.shape[0])}
+
+
+def floor_halves(max_len: int) -> list[int]:
+    """The |r| of the floor table for a model of ``max_len`` positions: a quarter, a half,
+    three quarters of the longest [BOS] r r it can read, and that longest."""
+    top = (max_len - 1) // 2
+    return sorted({max(2, top // 4), max(2, top // 2), max(2, 3 * top // 4), top})
+
+
+def floor_table(model, vocab: int | Sequence[int], halves: Sequence[int], batch: int = 32,
+                seed: int = 0) -> pd.DataFrame:
+    """``repeat_vs_floor`` on fresh [BOS] r r (``replacement_sequences``, the i-th |r| seeded by
+    seed * 1000 + i) for each |r| in ``halves``: half, loss, floor, ambiguous_loss,
+    ambiguous_floor, n_ambiguous, n (repeat positions)."""
+    rows = []
+    for i, half in enumerate(halves):
+        r = repeat_vs_floor(model, replacement_sequences(vocab, half, batch, seed * 1000 + i), half)
+        rows.append({"half": half, "loss": r["mean_loss"], "floor": r["mean_floor"],
+                     "ambiguous_loss": r["ambiguous_loss"], "ambiguous_floor": r["ambiguous_floor"],
+                     "n_ambiguous": r["n_ambiguous"], "n": r["loss"].size})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["CONDITION", "floor_halves", "floor_table", "condition_probes", "generalisation", "induction_score", "pool_positions",
+           "position_curve", "position_losses", "probe_summary", "recurrence_probe", "repeat_floor",
+           "repeat_vs_floor", "replacement_sequences"]

@@ -11,6 +11,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from .agreement import AgreementTask
 from .base import IGNORE, Batch, Example, Task, collate
 from .coref import CorefTask
 from .induction import InductionTask
@@ -22,7 +23,7 @@ from .translate import TranslateTask
 
 TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (
     LMTask, CorefTask, InductionTask, CopyTask, ReverseTask, SortTask, TranslateTask, MLMTask,
-    RecallTask)}
+    RecallTask, AgreementTask)}
 
 
 def make_task(spec: dict[str, Any] | str, given_tokenizer=None, **overrides: Any) -> Task:
@@ -78,4 +79,4 @@ def cached_task(spec: dict[str, Any] | str, given_tokenizer=None) -> Task:
 
 __all__ = ["TASKS", "cached_task", "check_spec", "make_task", "Task", "Example", "Batch", "collate", "IGNORE",
            "LMTask", "CorefTask", "InductionTask", "CopyTask", "ReverseTask", "SortTask",
-           "TranslateTask", "MLMTask", "RecallTask"]
+           "TranslateTask", "MLMTask", "RecallTask", "AgreementTask"]

@@ -32,6 +32,16 @@ layouts and for any probe:
 In the repeat layout these are the second half (n+1 .. 2n-1) and the first half (0 .. n-1).
 ``loss_on="repeat"`` keeps only the repeat targets. ``evaluate`` reports loss/accuracy over each
 group; "accuracy" is that of the repeat.
+
+Repeated tokens inside the repeated part (as real text has: "the" recurs within a sentence that
+recurs): with ``distinct=False`` tokens are drawn with replacement, and with ``min_alphabet`` set
+each sequence draws them from its own random subset of ``min_alphabet`` .. ``n_symbols`` symbols
+(a small subset: many repeats; the whole set: few); with ``distinct_share`` that share of the
+sequences (segments layout) still draws distinct tokens. Then token t may have been followed by several
+tokens before, and the best a copier can do is to split its bet among them in proportion to how
+often each followed t (``seen_positions``: every position whose next token followed an earlier
+occurrence of the current one, unambiguous or not; ``loss_on="seen"`` trains on them;
+``tfviz.analysis.induction.repeat_floor`` is that copier's loss).
 """
 from __future__ import annotations
 
@@ -66,6 +76,19 @@ def copy_positions(tokens: Sequence[int]) -> tuple[list[int], list[int]]:
             new.append(p)
         after.setdefault(t, set()).add(nxt)
     return repeat, new
+
+
+def seen_positions(tokens: Sequence[int]) -> list[int]:
+    """Positions p whose next token tokens[p+1] followed an earlier occurrence of tokens[p]: the
+    copy rule names it, alone (a "repeat" of ``copy_positions``) or among other continuations."""
+    after: dict[int, set[int]] = {}
+    out = []
+    for p in range(len(tokens) - 1):
+        t, nxt = tokens[p], tokens[p + 1]
+        if nxt in after.get(t, ()):
+            out.append(p)
+        after.setdefault(t, set()).add(nxt)
+    return out
 
 
 def segments_sequence(rng: random.Random, symbols: Sequence[int], length: int,
@@ -113,12 +136,13 @@ class InductionTask(GeneratedTask):
               "announces) predicted correctly")
     defaults = dict(n_symbols=50, half=16, min_half=None, distinct=True, loss_on="all",
                     layout="repeat", length=64, min_length=16, segment=16, min_segment=2,
-                    repeats=3, min_repeats=2, segments=2,
+                    repeats=3, min_repeats=2, segments=2, min_alphabet=None, distinct_share=0.0,
                     n_train=5000, n_val=500, n_test=500)
     limits = dict(n_symbols=(2, len(SYMBOLS)), half=(2, 2048), min_half=(2, 2048), length=(2, 4096),
                   min_length=(2, 4096), segment=(2, 4096), min_segment=(2, 4096), repeats=(2, 4096),
-                  min_repeats=(2, 4096), segments=(1, 4096))
-    choices = dict(loss_on=("all", "repeat"), layout=LAYOUTS)
+                  min_repeats=(2, 4096), segments=(1, 4096), min_alphabet=(2, len(SYMBOLS)),
+                  distinct_share=(0.0, 1.0))
+    choices = dict(loss_on=("all", "repeat", "seen"), layout=LAYOUTS)
 
     def check_params(self, p):
         self._check()
@@ -129,8 +153,15 @@ class InductionTask(GeneratedTask):
         n_sym = int(p["n_symbols"])
         if not 2 <= n_sym <= len(SYMBOLS):
             raise ValueError(f"n_symbols must be in 2..{len(SYMBOLS)}")
-        if p["loss_on"] not in ("all", "repeat"):
-            raise ValueError("loss_on must be 'all' or 'repeat'")
+        if p["loss_on"] not in ("all", "repeat", "seen"):
+            raise ValueError("loss_on must be 'all', 'repeat' or 'seen'")
+        if p["min_alphabet"] is not None:
+            if p["distinct"]:
+                raise ValueError("min_alphabet draws tokens with replacement: set distinct=False")
+            if not 2 <= int(p["min_alphabet"]) <= n_sym:
+                raise ValueError(f"need 2 <= min_alphabet <= n_symbols ({n_sym})")
+        if p["distinct_share"] and p["distinct"]:
+            raise ValueError("distinct_share mixes in sequences of distinct tokens: set distinct=False")
         if p["layout"] not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {p['layout']!r}")
         if p["layout"] == "repeat":
@@ -179,15 +210,26 @@ class InductionTask(GeneratedTask):
         rng = self.rng("sequences")
         lo = half if p["min_half"] is None else int(p["min_half"])
 
+        def alphabet():  # the symbols one sequence draws from (all of them unless min_alphabet)
+            if p["min_alphabet"] is None:
+                return range(n_sym)
+            return rng.sample(range(n_sym), rng.randint(int(p["min_alphabet"]), n_sym))
+
         def sample_repeat():
             n = half if lo == half else rng.randint(lo, half)
-            body = (tuple(rng.sample(range(n_sym), n)) if p["distinct"]
-                    else tuple(rng.randrange(n_sym) for _ in range(n)))
+            if p["distinct"]:
+                body = tuple(rng.sample(range(n_sym), n))
+            elif p["min_alphabet"] is None:
+                body = tuple(rng.randrange(n_sym) for _ in range(n))
+            else:
+                symbols = alphabet()
+                body = tuple(rng.choice(symbols) for _ in range(n))
             return body * 2
 
         def sample_segments():
             length, segs = self._segments(rng)
-            seq, _ = segments_sequence(rng, range(n_sym), length, segs, bool(p["distinct"]))
+            distinct = bool(p["distinct"]) or bool(p["distinct_share"]) and rng.random() < p["distinct_share"]
+            seq, _ = segments_sequence(rng, range(n_sym) if distinct else alphabet(), length, segs, distinct)
             return tuple(seq)
 
         sample = sample_repeat if p["layout"] == "repeat" else sample_segments
@@ -196,10 +238,11 @@ class InductionTask(GeneratedTask):
             tokens = [tok.bos_id] + [ids[s] for s in seq]
             repeat, new = copy_positions(tokens)
             targets = tokens[1:] + [IGNORE]
-            if p["loss_on"] == "repeat":
-                keep = set(repeat)
+            seen = seen_positions(tokens)
+            if p["loss_on"] != "all":
+                keep = set(repeat if p["loss_on"] == "repeat" else seen)
                 targets = [t if i in keep else IGNORE for i, t in enumerate(targets)]
-            meta = {"repeat": repeat, "new": new}
+            meta = {"repeat": repeat, "new": new, "seen": seen}
             if p["layout"] == "repeat":
                 n = len(seq) // 2
                 meta |= {"half": n, "first_start": 1, "second_start": n + 1}
@@ -210,6 +253,7 @@ class InductionTask(GeneratedTask):
     def evaluate(self, model, split="validation", max_examples=512, batch_size=64):
         out = token_evaluate(self, model, split, max_examples, batch_size,
                              {"new": lambda ex: ex.meta["new"],
-                              "repeat": lambda ex: ex.meta["repeat"]})
+                              "repeat": lambda ex: ex.meta["repeat"],
+                              "seen": lambda ex: ex.meta.get("seen", ex.meta["repeat"])})
         out["accuracy"] = out["accuracy_repeat"]
         return out

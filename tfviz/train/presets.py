@@ -65,10 +65,18 @@ BIG = dict(d_model=256, n_heads=8, n_layers=4)
 QUICK: dict[str, Preset] = {
     "coref": Preset("coref", "the last position ('it') attends to the noun it refers to",
                     dict(SMALL, arch="decoder", pos="rope"), _cpu(400, 20)),
+    # r drawn with replacement from each sequence's own 8..50 symbols (repeats inside r, as text
+    # has) and |r| of 4..16 (a fixed |r| let the model look back a fixed distance instead:
+    # loss 0.007 at |r| = 16, 3.9-8.5 at |r| = 4, 8, 12); the loss on every token whose
+    # continuation followed it before. Measured (fresh [BOS] r r, r drawn with replacement from
+    # all 50 symbols, 64 per |r|): loss 0.013 / 0.11 / 0.13 / 0.12 at |r| = 4 / 8 / 12 / 16
+    # against the bigram copier's floor 0.022 / 0.092 / 0.148 / 0.192
     "induction": Preset("induction", "an induction head: in the repeat, each token attends to the "
-                        "token after its earlier copy (an off-diagonal stripe)",
+                        "token after its earlier copy (an off-diagonal stripe); where a token "
+                        "occurred twice, to both",
                         dict(SMALL, n_heads=2, arch="decoder", pos="learned", attn_only=True),
-                        _cpu(500, 25)),
+                        _cpu(1500, 75, eval_every=100),
+                        dict(distinct=False, min_alphabet=8, loss_on="seen", min_half=4)),
     "copy": Preset("copy", "cross-attention becomes a diagonal: output i reads input i",
                    dict(SMALL, arch="encoder-decoder", pos="sinusoidal"), _cpu(400, 20)),
     "reverse": Preset("reverse", "cross-attention becomes an anti-diagonal",
@@ -82,6 +90,13 @@ QUICK: dict[str, Preset] = {
                   dict(SMALL, arch="encoder", pos="alibi"), _cpu(600, 30, eval_every=100)),
     "lm": Preset("lm", "previous-token heads; the loss falls well below log(vocab)",
                  dict(SMALL, arch="decoder", pos="rope"), _cpu(400, 20, eval_every=100)),
+    # one layer, loss on every word: one head's pattern from the final pronoun is the choice
+    # (tfviz.zoo.specs.AGREEMENT_TRIED: with two layers the choice can pass elsewhere)
+    "agreement": Preset("agreement", "one head's attention goes from the final pronoun to the noun "
+                        "of its number (it/its -> the singular one, they/their -> the plural one); "
+                        "switch it off on the Effects tab and the model guesses between the nouns",
+                        dict(SMALL, n_layers=1, arch="decoder", pos="rope", attn_only=True),
+                        _cpu(800, 40, eval_every=100), dict(loss_on="all")),
     "recall": Preset("recall", "at [SEP] a head attends straight to the key, however many fillers "
                      "lie between (the Why attention page compares RNNs and LSTMs)",
                      dict(SMALL, arch="decoder", pos="rope"), _cpu(300, 15),
@@ -92,11 +107,12 @@ GPU_TASK_PARAMS = {"lm": dict(n_sentences=100_000)}  # 5x the text: a bigger mod
 # Step caps from validation curves measured on an H100 (docs/bench/presets_cuda_curves.txt): every task
 # had levelled off by about a third of these; early stopping usually ends a run before the cap.
 # Encoder-decoder steps cost about twice a decoder's.
-GPU_STEPS = {"coref": 1000, "induction": 1000, "copy": 800, "reverse": 800, "sort": 800,
+GPU_STEPS = {"coref": 1000, "agreement": 1000, "induction": 1000, "copy": 800, "reverse": 800, "sort": 800,
              "translate": 800, "mlm": 1500, "lm": 1500, "recall": 800}
 
 BIGGER: dict[str, Preset] = {
-    name: Preset(p.task, p.what, {**p.model, **BIG, **({"n_heads": 4} if name == "induction" else {})},
+    name: Preset(p.task, p.what, {**p.model, **BIG, **({"n_heads": 4} if name == "induction" else {}),
+                                  **({"n_layers": 1} if name == "agreement" else {})},
                  _gpu(GPU_STEPS[name]),
                  {**p.task_params, **GPU_TASK_PARAMS.get(name, {})})
     for name, p in QUICK.items()

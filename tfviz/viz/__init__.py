@@ -40,13 +40,13 @@ from .cost import (analytic_figure, compact, cost_figure, kv_cache_figure, memor
                    speed_figure, time_figure)
 from .data import cosine_similarity, figure_data
 from .circuits import effect_intervals, estimate_vs_real, head_value_heatmap, head_writes, singular_values
-from .effects import (attribution_bars, circuit_heatmap, effect_heatmap, logit_lens_heatmap,
+from .effects import (attribution_bars, circuit_heatmap, effect_heatmap, logit_lens_heatmap, pattern_and_effect,
                       pattern_vs_effect, position_effect_heatmap)
 from .export import Slide, figure_html, figure_title, slides_html
 from .embeddings import analogy_bars, embedding_map, one_hot_vs_learned
 from .generation import (generated_tokens_html, generation_attention, generation_frame,
                          kv_cache_growth)
-from .induction import repeat_by_position
+from .induction import repeat_by_position, repeat_floor_curves
 from .layers import across_layers_grid, inputs_bar
 from .lines import line_view
 from .masks import logit_change_bars, mask_frame, mask_grid, masks_side_by_side
@@ -73,7 +73,7 @@ __all__ = [
     "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
     "generation_frame", "grad_norm_heatmap", "head_heatmap", "head_role_grid", "head_score_bars",
     "heads_grid", "inputs_bar", "kv_cache_figure",
-    "kv_cache_growth", "layer_grad_norm_bars", "line_view", "logit_change_bars", "logit_lens_heatmap",
+    "kv_cache_growth", "layer_grad_norm_bars", "line_view", "logit_change_bars", "logit_lens_heatmap", "pattern_and_effect",
     "loss_curves",
     "mask_frame", "mask_grid",
     "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "one_hot_vs_learned",
@@ -82,7 +82,7 @@ __all__ = [
     "position_effect_heatmap", "position_similarity",
     "pronoun_probe",
     "pronoun_probe_frame",
-    "repeat_by_position",
+    "repeat_by_position", "repeat_floor_curves",
     "rope_frequencies", "rope_pair_scores", "rope_relative_scores", "rope_rotation_animation",
     "similarity_by_distance", "similarity_heatmap", "similarity_vs_distance", "sink_share_heatmap",
     "snapshot_player",

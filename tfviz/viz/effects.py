@@ -241,3 +241,36 @@ def circuit_heatmap(matrix, rows: Sequence[str], cols: Sequence[str], *, kind: s
 
 __all__ = ["attribution_bars", "circuit_heatmap", "effect_heatmap", "label_places", "logit_lens_heatmap",
            "pattern_vs_effect", "position_effect_heatmap"]
+
+
+def pattern_and_effect(weights, tokens: Sequence[str], candidates: Sequence[str],
+                       positions: Sequence[Sequence[int]], heads_off: Sequence[str], probs, *,
+                       head: str, query: int, title: str | None = None):
+    """Pattern and effect side by side for one sentence. Left: ``head``'s attention from the
+    query (``weights`` [k_pos]) over the tokens, the candidates' positions coloured. Right: the
+    probability of each candidate's answer (``probs`` [variant, candidate]) with every head on
+    and with each of ``heads_off`` (the variants' names: "none" first) switched off."""
+    from plotly.subplots import make_subplots
+
+    w, p = np.asarray(weights, dtype=float), np.asarray(probs, dtype=float)
+    colours = {int(j): HEAD_COLOURS[(i + 1) % len(HEAD_COLOURS)]
+               for i, idx in enumerate(positions) for j in idx}
+    labels = [f"{i} {show_token(t)}" for i, t in enumerate(tokens)]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.1,
+                        subplot_titles=(f"pattern: where {head} looks from '{show_token(tokens[query])}'",
+                                        "effect: P(answer) with heads switched off"))
+    fig.add_trace(go.Bar(x=labels, y=w, name=f"{head}'s attention",
+                         marker_color=[colours.get(i, "#9ca3af") for i in range(len(w))],
+                         hovertemplate="%{x}: weight %{y:.4f}<extra></extra>"), row=1, col=1)
+    names = ["every head on" if n == "none" else f"{n} off" for n in heads_off]
+    for c, word in enumerate(candidates):
+        colour = HEAD_COLOURS[(c + 1) % len(HEAD_COLOURS)]
+        fig.add_trace(go.Bar(x=names, y=p[:, c], name=f"P({word})", marker_color=colour,
+                             hovertemplate="%{x}: P(" + show_token(word).replace("%{", "% {")
+                             + ") %{y:.4f}<extra></extra>"), row=1, col=2)
+    fig.update_xaxes(type="category", tickangle=-45, title=dict(text="key position"), row=1, col=1)
+    fig.update_yaxes(range=[0, 1], title=dict(text="attention weight"), row=1, col=1)
+    fig.update_yaxes(range=[0, 1], title=dict(text="probability"), row=1, col=2)
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.35))
+    return apply_theme(fig, title=title or "Pattern and effect on one sentence", height=460,
+                       width=max(760, 300 + 26 * len(tokens)))

@@ -44,3 +44,30 @@ def repeat_by_position(df: pd.DataFrame, *, train_length: int | None = None,
                      **({} if is_loss else {"range": [0, 1.02]}))
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return apply_theme(fig, title=title or label, height=420, width=800)
+
+
+def repeat_floor_curves(df: pd.DataFrame, *, model: str = "model", title: str | None = None):
+    """Repeats inside the repeated part: x = |r| of fresh [BOS] r r (r drawn with replacement),
+    y = each model's mean loss on the repeat (``df``: model, half, loss, floor; one row per
+    model and |r|) beside the floor (dashed: a perfect copier splitting its bet among the tokens
+    that followed each token in the first half, ``tfviz.analysis.induction.repeat_floor``)."""
+    missing = {model, "half", "loss", "floor"} - set(df.columns)
+    if missing:
+        raise ValueError(f"repeat_floor_curves needs columns {sorted(missing)}")
+    fig = go.Figure()
+    for i, (name, g) in enumerate(df.groupby(model, sort=False)):
+        g = g.sort_values("half")
+        fig.add_trace(go.Scatter(x=g["half"].to_numpy(), y=g["loss"].to_numpy(dtype=float),
+                                 mode="lines+markers", name=str(name),
+                                 line=dict(color=HEAD_COLOURS[i % len(HEAD_COLOURS)], width=2.5),
+                                 hovertemplate=f"{name}: |r| %{{x}} → loss %{{y:.4f}}<extra></extra>"))
+    floor = df.drop_duplicates("half").sort_values("half")
+    fig.add_trace(go.Scatter(x=floor["half"].to_numpy(), y=floor["floor"].to_numpy(dtype=float),
+                             mode="lines+markers", name="floor: a perfect copier of the first half's bigrams",
+                             line=dict(color="#111827", dash="dash"),
+                             hovertemplate="|r| %{x} → floor %{y:.4f}<extra></extra>"))
+    fig.update_xaxes(title=dict(text="|r| (tokens in the repeated part, drawn with replacement)"))
+    fig.update_yaxes(title=dict(text="loss on the repeat (nats)"), rangemode="tozero")
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return apply_theme(fig, title=title or "Repeats inside r: loss on the repeat vs the floor",
+                       height=420, width=800)

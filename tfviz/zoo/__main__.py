@@ -1,4 +1,4 @@
-"""``python -m tfviz.zoo build | evaluate | list | why | causal`` (see ``tfviz.zoo``, ``tfviz.zoo.why``)."""
+"""``python -m tfviz.zoo build | measure | evaluate | list | why | causal`` (see ``tfviz.zoo``, ``tfviz.zoo.why``)."""
 from __future__ import annotations
 
 import argparse
@@ -22,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("evaluate", help="re-measure the shipped models and compare with their cards")
     e.add_argument("--dir", default=None, help="checkpoint folder (default: $TFVIZ_ZOO_DIR, else the repo's checkpoints/)")
     e.add_argument("--only", nargs="+", metavar="NAME")
+    m = sub.add_parser("measure", help="measure shipped models again and rewrite their cards "
+                       "(no training; the weights stay as they are)")
+    m.add_argument("--only", nargs="+", metavar="NAME")
+    m.add_argument("--dir", default=None, help="checkpoint folder (default: $TFVIZ_ZOO_DIR, else the repo's checkpoints/)")
     sub.add_parser("list", help="list the zoo models")
     c = sub.add_parser("causal", help="switch the coref and induction models' heads off and write "
                        "the cards' 'Does each head matter?' sections (no training)")
@@ -55,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "build":
             build(args.only, args.out, args.steps)
+            return 0
+        if args.command == "measure":
+            from .build import remeasure
+            remeasure(args.only, args.dir)
             return 0
         select(args.only)  # unknown names fail before any work
         results = evaluate(args.dir, args.only)

@@ -89,6 +89,41 @@ def build(names=None, out: str | Path | None = None, steps: int | None = None,
     return cards
 
 
+def remeasure(names=None, folder: str | Path | None = None,
+              log: Callable[[str], None] = print) -> list[dict]:
+    """Measure the named shipped models again (all when None) and rewrite their cards (metrics,
+    finding, sample), NAME.json, NAME.md and README.md, without training: the weights, the
+    training record and the build record stay as they were (the spec's notes, e.g. "tried", are
+    taken as they are now). For a measurement added after a
+    model was built (e.g. issue 31's floor of the induction models)."""
+    folder = Path(folder) if folder is not None else zoo_dir()
+    cards = []
+    for spec in select(names):
+        path = folder / f"{spec.name}.safetensors"
+        if not path.is_file():
+            log(f"{spec.name}: missing ({path})")
+            continue
+        ck = load_checkpoint(path)
+        extra = {**dict(ck.meta.get("extra") or {}), **spec.extra}  # the spec's notes (e.g. "tried") as now
+        card = {**dict(extra.get("card") or {}), **spec.extra}
+        t0 = time.perf_counter()
+        measured = measure(ck, card.get("kind") or spec.kind)
+        card.update(sample=measured["sample"], metrics=measured["metrics"], heads=measured["heads"],
+                    finding=measured["finding"])
+        card["build"] = {**card.get("build", {}), "remeasured": time.strftime("%Y-%m-%d"),
+                         "measure_seconds": round(time.perf_counter() - t0, 1)}
+        save_checkpoint(path, ck.model, tokenizer=ck.tokenizer, task=ck.task,
+                        train_config=ck.train_config, history=ck.history,
+                        extra={**extra, "card": card}, snapshots=ck.snapshots)
+        path.with_suffix(".md").write_text(card_markdown(card))
+        log(f"{spec.name}: re-measured in {card['build']['measure_seconds']} s — {headline(card)}")
+        cards.append(card)
+    write_readme(folder)
+    from .causal import write_sections
+    write_sections(folder, log)
+    return cards
+
+
 def evaluate(folder: str | Path | None = None, names=None,
              log: Callable[[str], None] = print) -> dict[str, list[dict]]:
     """Re-measure each shipped model (in ``folder``, default ``zoo_dir()``) and compare with its

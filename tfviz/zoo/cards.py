@@ -57,6 +57,15 @@ def headline(card: dict) -> str:
                 f"{_pct(a['antecedent_max'])}; mission s1: L{s1['law']['layer']}H{s1['law']['head']}"
                 f"->law {_f(s1['law']['weight'], 2)}, L{s1['application']['layer']}"
                 f"H{s1['application']['head']}->application {_f(s1['application']['weight'], 2)}")
+    if kind == "agreement":
+        ph = f["pattern_heads"]
+        if not ph:
+            return f"test accuracy {_pct(m['accuracy'])}; no head's pattern picks the referent"
+        name = ph[0] if len(ph) == 1 else " + ".join(ph)
+        return (f"test accuracy {_pct(m['accuracy'])} (pairwise {_pct(m['pairwise_accuracy'])}); "
+                f"pattern head {name}: off -> pairwise "
+                f"{_pct(m.get(f'off.{name}.heldout.pairwise_accuracy'))}, patched from the other "
+                f"pronoun -> {_pct(m.get(f'patch.{name}.heldout.flips'))} of answers flip")
     if kind == "induction":
         f = card["finding"]
         worst = max(r["loss_repeat"] for r in f["heldout"])
@@ -128,6 +137,15 @@ def card_markdown(card: dict) -> str:
         lines += [f"| {r['name']} | {_f(r['loss_repeat'])} | {_pct(r['accuracy_repeat'])} | "
                   f"{_f(r['max_induction'], 2)} ({r['best_head']}) |" for r in f["heldout"]]
         lines.append("")
+        if f.get("floor"):
+            lines += ["Repeats inside the repeated part: fresh [BOS] r r with r drawn with replacement; "
+                      "the floor is a perfect copier that splits its bet among the tokens that followed "
+                      "each token in the first half (its bigram counts):", "",
+                      "| r | loss on the repeat | floor | loss / floor where a token had several continuations |",
+                      "|---|---|---|---|"]
+            lines += [f"| {r['half']} | {_f(r['loss'])} | {_f(r['floor'])} | {_f(r['ambiguous_loss'])} / "
+                      f"{_f(r['ambiguous_floor'])} |" for r in f["floor"]]
+            lines.append("")
     if card["kind"] == "norm":
         f = card["finding"]
         lines += [f"Gradient norm of each block (attention + MLP, before clipping), mean over the "
@@ -156,6 +174,15 @@ def card_markdown(card: dict) -> str:
                       + " |" for r in f["segments"]]
             lines.append("")
         lines += [f"The paper: {f['paper']}", ""]
+    if card["kind"] == "agreement":
+        f = card["finding"]
+        for r in f["mission"]:
+            a = r["answers"]
+            offs = "; ".join(f"{x['heads off']} off: {x['answer']} ({_f(x['P(answer)'], 3)})" for x in a[1:])
+            lines.append(f"- “{r['text']}” -> {a[0]['answer']} ({_f(a[0]['P(answer)'], 3)})"
+                         + (f"; {offs}" if offs else ""))
+        lines += ["", f"Checks: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in f["checks"].items()),
+                  "", f"_{f['note']}_", ""]
     if card.get("tried"):
         lines += ["Configurations tried (exploration runs, not shipped):"] + \
             [f"- {x}" for x in card["tried"]] + [""]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from ..analysis.effects import coref_probe, head_effects, induction_repeat_probe, repeat_sequences, set_effects
 from ..analysis.heads import THRESHOLDS
@@ -192,6 +193,252 @@ def coref_story(d: dict) -> str:
     return " ".join(out)
 
 
+# ------------------------------------------------------------------------------ agreement
+# The pronoun task in which only the pronoun's link to a noun tells which noun is meant
+# (``tfviz.tasks.agreement``): here the pattern can *be* the choice.
+STILL_GUESSING = 0.65   # pairwise accuracy at most this: the model guesses between the two nouns
+FLIPS = 0.8             # patched from the other-noun sentence, the answer flips in at least this share
+ACCURATE = 0.95         # whole-vocabulary and pairwise accuracy of the unchanged model
+FLIP = "answer flips to the other noun"
+
+
+def _padded(examples) -> torch.Tensor:
+    n = max(len(e.tokens) for e in examples)
+    return torch.tensor([list(e.tokens) + [0] * (n - len(e.tokens)) for e in examples])
+
+
+def flip_rates(model, task, examples, variants: dict[str, list[str]]) -> dict[str, float]:
+    """Activation patching with the other noun meant: each sentence runs with the named heads'
+    outputs (their slices of ``attn.hook_z``, every position) taken from the same sentence with
+    the pronouns of the other number (``task.flipped``) -> name -> the share of sentences whose
+    answer flips: the other noun's answer now above the referent's ("none": nothing patched)."""
+    from ..analysis.effects import candidate_answers
+    from ..analysis.interventions import effect, pairwise
+
+    x = _padded(examples)
+    xf = _padded([task.flipped(e) for e in examples])
+    good, bad = candidate_answers(x, [e.meta for e in examples])
+    q = torch.tensor([e.meta["query_index"] for e in examples])
+    names = ["none", *variants]
+    vals = effect(model, (x,), [[]] + [_sites(v) for v in variants.values()], pairwise(bad, good, q),
+                  mode="patch", reference=(xf,))
+    return dict(zip(names, map(float, vals)))
+
+
+def agreement_effects(model, task, n_test: int = COREF_TEST, n_fresh: int = COREF_FRESH,
+                      seed: int = FRESH_SEED) -> dict:
+    """The agreement model's heads switched off and patched, on the first ``n_test`` test
+    sentences (frames and noun pairs never trained on) and ``n_fresh`` new ones
+    (``fresh_examples(seed)``) -> {"heads": per head, pattern vs effect (held-out), "sets": one row
+    per (head set off, data), "patch": one row per (heads patched, data) with the share of
+    answers that flip, "pattern_heads", "other_heads", "effect_heads", "baseline" (data ->
+    metric -> value), "n"}."""
+    data = {"held-out": task.examples("test")[:n_test], "fresh": task.fresh_examples(n_fresh, seed)}
+    probes = {k: coref_probe(v) for k, v in data.items()}
+    heads = head_effects(model, probes["held-out"])
+    pick = "picks the referent over the other noun"
+    pattern_heads = list(heads[heads[pick] > PATTERN_CUT].sort_values(pick, ascending=False)["name"])
+    other_heads = [h for h in heads["name"] if h not in pattern_heads]
+    effect_heads = list(heads.sort_values([f"Δ {PAIR}", f"Δ {VOCAB}"])["name"][:2])
+    sets: dict[str, list] = {h: [h] for h in pattern_heads}
+    if len(pattern_heads) > 1:
+        sets[_heads(pattern_heads)] = pattern_heads
+    if other_heads:
+        sets["every other head"] = other_heads
+    if effect_heads[0] not in sets:
+        sets[effect_heads[0]] = effect_heads[:1]
+    frames, patches, baseline = [], [], {}
+    for name, probe in probes.items():
+        label = f"{name} ({len(data[name])})"
+        df = set_effects(model, probe, {k: _sites(v) for k, v in sets.items()})
+        df.insert(1, "sentences", label)
+        frames.append(df)
+        baseline[name] = df.iloc[0][list(probe.metrics)].to_dict()
+        rates = flip_rates(model, task, data[name], {k: v for k, v in sets.items()}
+                           | {h: [h] for h in other_heads})
+        patches.append(pd.DataFrame({"heads patched": list(rates), "sentences": label,
+                                     FLIP: list(rates.values())}))
+    return {"heads": heads, "sets": pd.concat(frames, ignore_index=True)[
+                ["heads off", "sentences", VOCAB, PAIR, "P(referent)"]],
+            "patch": pd.concat(patches, ignore_index=True), "pattern_heads": pattern_heads,
+            "other_heads": other_heads, "effect_heads": effect_heads, "set_members": sets,
+            "baseline": baseline, "n": {k: len(v) for k, v in data.items()}}
+
+
+def _prow(d: dict, name: str, data: str) -> pd.Series:
+    s = d["patch"]
+    return s[(s["heads patched"] == name) & s["sentences"].str.startswith(data)].iloc[0]
+
+
+def _pattern_set(d: dict) -> str:
+    ph = d["pattern_heads"]
+    return _heads(ph) if len(ph) > 1 else ph[0]
+
+
+def agreement_checks(d: dict) -> dict[str, bool]:
+    """The agreement story's claims as booleans, each on held-out and fresh sentences alike:
+    accurate: whole-vocabulary and pairwise accuracy >= ACCURATE; pattern_is_choice: with the
+    heads whose pattern picks the referent off, pairwise accuracy <= STILL_GUESSING; others_keep:
+    with every other head off, pairwise >= KEEPS; patch_flips: those heads patched from the
+    sentence with the other noun meant flip the answer in >= FLIPS of sentences."""
+    if not d["pattern_heads"]:
+        return {"pattern_heads": False}
+    both = ("held-out", "fresh")
+    ps = _pattern_set(d)
+    out = {"accurate": all(min(d["baseline"][k][VOCAB], d["baseline"][k][PAIR]) >= ACCURATE for k in both),
+           "pattern_is_choice": all(_row(d, ps, k)[PAIR] <= STILL_GUESSING for k in both),
+           "patch_flips": all(_prow(d, ps, k)[FLIP] >= FLIPS for k in both)}
+    if d["other_heads"]:
+        out["others_keep"] = all(_row(d, "every other head", k)[PAIR] >= KEEPS for k in both)
+    return out
+
+
+def agreement_story(d: dict) -> str:
+    """The agreement story, written from ``agreement_effects``' numbers."""
+    heads, ph, n = d["heads"].set_index("name"), d["pattern_heads"], d["n"]
+    pick = "picks the referent over the other noun"
+    b = d["baseline"]
+    span = lambda col: _span_of([b[k][col] for k in ("held-out", "fresh")])  # noqa: E731
+    out = [f"**Pattern vs effect (measured: heads switched off and patched, {n['held-out']} held-out "
+           f"and {n['fresh']} new sentences; both nouns of one kind, only the pronoun's number says "
+           f"which is meant):** the model names the referent in {span(VOCAB)} of sentences (whole "
+           f"vocabulary) and prefers it to the other noun in {span(PAIR)}."]
+    if not ph:
+        return " ".join(out + ["No head's pattern picks the referent over the other noun in more than "
+                               f"{100 * PATTERN_CUT:.0f}% of the sentences."])
+    ps, c = _pattern_set(d), agreement_checks(d)
+    shares = " and ".join(f"{100 * heads.loc[h, pick]:.0f}%" for h in ph)
+    out.append(f"The pattern points at {' and '.join(ph)}: from the final pronoun "
+               f"{'they pick' if len(ph) > 1 else 'it picks'} the referent over the other noun in "
+               f"{shares} of held-out sentences.")
+    out.append(f"Switched off, the model prefers the referent in only {_span(d, ps, PAIR)} of "
+               f"sentences (whole vocabulary: {_span(d, ps, VOCAB)})"
+               + (" — it now guesses between the two nouns." if c["pattern_is_choice"] else "."))
+    if d["other_heads"]:
+        out.append(f"With every other head off instead ({', '.join(d['other_heads'])}), it still "
+                   f"prefers the referent in {_span(d, 'every other head', PAIR)}.")
+    flips = [_prow(d, ps, k)[FLIP] for k in ("held-out", "fresh")]
+    others = d["patch"][d["patch"]["heads patched"].isin(d["other_heads"])][FLIP]
+    out.append(f"Patching {ps}'s output from the same sentence with the other noun meant (the "
+               f"pronouns of the other number) flips the answer in {_span_of(flips)} of sentences"
+               + ("." if not len(others) else "; patching any other head flips none." if others.max() == 0
+                  else f"; patching any other head flips at most {100 * others.max():.0f}%."))
+    if c.get("pattern_is_choice") and c.get("patch_flips") and c.get("others_keep", True):
+        out.append(f"Here the pattern is the choice: where {ps} looks decides which noun is said. "
+                   "Attention is not always explanation — in this model it is, and switching the "
+                   "head off shows it.")
+    else:
+        out.append("The pattern alone does not make the choice here (see the checks above).")
+    return " ".join(out)
+
+
+def _span_of(values) -> str:
+    a, b = (100 * v for v in (min(values), max(values)))
+    return f"{a:.0f}%" if round(a) == round(b) else f"{a:.0f}–{b:.0f}%"
+
+
+def agreement_markdown(d: dict) -> str:
+    lines = [SECTION, "", agreement_story(d).replace("**", ""), "",
+             "Head sets switched off (zeroed outputs), both metrics:", ""]
+    lines += _table(d["sets"], ["heads off", "sentences", VOCAB, PAIR, "P(referent)"], pct=(VOCAB, PAIR))
+    lines += ["", "Heads patched from the same sentence with the other noun meant:", ""]
+    lines += _table(d["patch"], ["heads patched", "sentences", FLIP], pct=(FLIP,))
+    lines += ["", "Every head, pattern vs effect (held-out sentences):", ""]
+    lines += _table(d["heads"], ["name", "picks the referent over the other noun", "weight on the referent",
+                                 f"Δ {PAIR}", f"Δ {VOCAB}"])
+    lines += ["", "Re-measure with `python -m tfviz.zoo causal`; the Attention explorer's Effects tab "
+              "shows the same for any input.", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ one sentence
+def mission_effects(model, task, heads: list[str] | None = None, sentences=None) -> list[dict]:
+    """The pronoun sentences (default: the task's mission sentences) with pattern and effect side
+    by side, for a lesson or a page: per sentence, its text, tokens, query position, the two
+    candidates (answer words and positions), every head's attention from the final pronoun
+    ("pattern" [layer, head, k_pos]) and on each candidate ("weights": [layer, head] per
+    candidate), and what the model answers at the query
+    unchanged and with each of ``heads`` (default: every head) switched off, as (token,
+    probability), with P(each candidate's answer)."""
+    from ..analysis.effects import top_answers
+    from ..analysis.interventions import effect, prob
+    from ..recording import record
+
+    cfg = model.config
+    heads = heads or [f"L{l}H{h}" for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    tok = task.tokenizer
+    out = []
+    for ex in sentences if sentences is not None else task.mission_sentences():
+        x = torch.tensor([list(ex.tokens)])
+        q, m = ex.meta["query_index"], ex.meta
+        rec = record(model, x, names=[f"blocks.{l}.attn.hook_pattern" for l in range(cfg.n_layers)])
+        p = rec.stack_layers("blocks.{l}.attn.hook_pattern")[:, 0, :, q, :].float().numpy()  # [layer, head, k]
+        ids = ([int(i) for i in m["answer_ids"]] if "answer_ids" in m
+               else [int(x[0, c]) for c in m["candidate_indices"]])
+        words = tok.tokens_of(ids)
+        variants = [[]] + [_sites([h]) for h in heads]
+        answers = top_answers(model, (x,), q, variants)
+        probs = effect(model, (x,), variants, {w: prob(i, q) for w, i in zip(words, ids)})
+        rows = []
+        for name, (a, pa), pr in zip(["none", *heads], answers, probs):
+            rows.append({"heads off": name, "answer": tok.tokens_of([a])[0], "P(answer)": pa,
+                         **{f"P({w})": float(v) for w, v in zip(words, pr)}})
+        out.append({"text": ex.text, "tokens": tok.tokens_of(list(ex.tokens)), "query": q,
+                    "candidates": words, "referent": m.get("referent"),
+                    "positions": [list(c) for c in m["candidate_mentions"]],
+                    "weights": {w: p[:, :, list(c)].sum(-1) for w, c in zip(words, m["candidate_mentions"])},
+                    "pattern": p,
+                    "answers": pd.DataFrame(rows)})
+    return out
+
+
+def pronoun_contrast(coref_model, coref_task, agreement_model, agreement_task,
+                     coref_effects_d: dict | None = None, agreement_effects_d: dict | None = None) -> dict:
+    """Both pronoun stories side by side, for the Findings page and the lesson (UI-free): the
+    shipped coref model (the pattern points at the noun, the choice is made elsewhere) and the
+    agreement model (the pattern is the choice), each told by switching its pattern head off —
+    on its mission sentence (what it answers then) and over held-out sentences (pairwise
+    accuracy). Pass ``*_effects_d`` (``coref_effects`` / ``agreement_effects``) to reuse them.
+    -> {"coref": side, "agreement": side}; side: head, sentence (``mission_effects``' first
+    sentence), before / after ((token, probability) on the sentence), pairwise before / after
+    (held-out), weight (the head's attention on the referent from the final pronoun), line (one
+    sentence saying both), story (the model's full measured story)."""
+    cd = coref_effects_d or coref_effects(coref_model, coref_task)
+    ad = agreement_effects_d or agreement_effects(agreement_model, agreement_task)
+    out = {}
+    for key, model, task, d, story in (("coref", coref_model, coref_task, cd, coref_story),
+                                       ("agreement", agreement_model, agreement_task, ad, agreement_story)):
+        h = d["pattern_heads"][0] if d["pattern_heads"] else d["effect_heads"][0]
+        s = mission_effects(model, task, [h])[0]
+        a = s["answers"].set_index("heads off")
+        ref = s["candidates"][s["referent"]]
+        layer, head_ = int(h[1:h.index("H")]), int(h[h.index("H") + 1:])
+        base, off = _row(d, "none", "held-out")[PAIR], _row(d, h, "held-out")[PAIR]
+        side = {"head": h, "sentence": s, "referent": ref,
+                "before": (a.loc["none", "answer"], float(a.loc["none", "P(answer)"])),
+                "after": (a.loc[h, "answer"], float(a.loc[h, "P(answer)"])),
+                "pairwise_before": float(base), "pairwise_after": float(off),
+                "weight": float(s["weights"][ref][layer, head_]), "n": d["n"]["held-out"],
+                "story": story(d)}
+        side["line"] = (f"{h} puts {side['weight']:.2f} of the final pronoun's attention on "
+                        f"“{ref}”. Switched off, the model answers “{side['after'][0]}” "
+                        f"({side['after'][1]:.4g}; with every head on “{side['before'][0]}”, "
+                        f"{side['before'][1]:.4g}) on this sentence, and over {side['n']} held-out "
+                        f"sentences it prefers the referent to the other noun in "
+                        f"{100 * off:.0f}% (with every head on {100 * base:.0f}%).")
+        out[key] = side
+    c, a = out["coref"], out["agreement"]
+    out["summary"] = (
+        f"Both models look from the pronoun to the noun it means. In the coref model, {c['head']}'s "
+        f"pattern picks the referent, yet switched off the choice between the nouns holds "
+        f"({100 * c['pairwise_after']:.0f}%): the pattern is not the choice. In the agreement model, "
+        f"{a['head']}'s pattern picks it, and switched off the model "
+        + ("guesses" if a["pairwise_after"] <= STILL_GUESSING else "still chooses")
+        + f" ({100 * a['pairwise_after']:.0f}%): "
+        + ("the pattern is the choice." if a["pairwise_after"] <= STILL_GUESSING else "not the choice either."))
+    return out
+
+
 # ------------------------------------------------------------------------------ induction
 def induction_effects(model_2l, model_1l, n_symbols: int, half: int = REPEAT_HALF,
                       batch: int = REPEAT_BATCH, seed: int = REPEAT_SEED) -> dict:
@@ -318,6 +565,9 @@ def write_sections(folder: str | Path, log=print) -> list[Path]:
     if path("coref").is_file():
         ck = load_checkpoint(path("coref"))
         sections["coref"] = coref_markdown(coref_effects(ck.model.eval(), ck.shared_task()))
+    if path("agreement").is_file():
+        ck = load_checkpoint(path("agreement"))
+        sections["agreement"] = agreement_markdown(agreement_effects(ck.model.eval(), ck.shared_task()))
     if path("induction-2L").is_file() and path("induction-1L").is_file():
         two, one = load_checkpoint(path("induction-2L")), load_checkpoint(path("induction-1L"))
         i = induction_effects(two.model.eval(), one.model.eval(), int(two.task["n_symbols"]))
@@ -338,6 +588,7 @@ def write_sections(folder: str | Path, log=print) -> list[Path]:
     return written
 
 
-__all__ = ["SECTION", "coref_checks", "coref_effects", "coref_markdown", "coref_story", "disagreements",
+__all__ = ["SECTION", "agreement_checks", "agreement_effects", "agreement_markdown", "agreement_story",
+           "flip_rates", "mission_effects", "pronoun_contrast", "coref_checks", "coref_effects", "coref_markdown", "coref_story", "disagreements",
            "induction_checks", "induction_effects", "induction_markdown", "induction_story",
            "replace_section", "write_sections"]

@@ -28,9 +28,10 @@ from ..analysis.explorer import role_line
 from ..paths import zoo_dir
 from ..recording import record
 from .cards import POSITIONS, headline
-from ..analysis.induction import condition_probes, pool_positions, position_curve, position_losses
-from .measure import (CROSS, HELDOUT_BATCH, HELDOUT_SEED, PATTERN, alignment_targets,
-                      heldout_conditions, induction_scores)
+from ..analysis.induction import (condition_probes, floor_halves, floor_table, pool_positions, position_curve,
+                                 position_losses)
+from .measure import (CANDIDATES, CROSS, HELDOUT_BATCH, HELDOUT_SEED, MISSION_MIN_WEIGHT, PATTERN,
+                      alignment_targets, heldout_conditions, induction_scores)
 
 SEEDS = {
     "coref": "Vaswani et al. 2017, Fig. 4 ('Attention is all you need'): in layer 5 of 6, "
@@ -38,6 +39,11 @@ SEEDS = {
              "attends sharply to 'Law' and 'application' in two heads (5 and 6), "
              "'apparently involved in anaphora resolution'. Clark et al. 2019 find BERT heads "
              "whose top attention from a mention is its antecedent.",
+    "agreement": "Jain & Wallace 2019, 'Attention is not explanation': attention weights often do "
+                 "not say which inputs an answer depends on; Wiegreffe & Pinter 2019, 'Attention "
+                 "is not not explanation': whether they do must be tested, not assumed — here by "
+                 "switching a head off and by patching it from the sentence with the other noun "
+                 "meant (Vig et al. 2020; Wang et al. 2022).",
     "induction": "Olsson et al. 2022, 'In-context learning and induction heads': a two-layer "
                  "attention-only model forms a previous-token head (layer 0) and an induction "
                  "head (layer 1) that attends to the token after the earlier occurrence of the "
@@ -376,6 +382,21 @@ def findings_markdown(cards: dict[str, dict]) -> str:
         for r in heldout_frame(cards["induction-2L"], cards["induction-1L"]).itertuples(index=False):
             out.append(f"| {r[0]} | {r[2]:.3f} | {100 * r[3]:.1f}% | {r[4]:.2f} | {r[5]:.3f} | "
                        f"{100 * r[6]:.1f}% | {r[7]:.2f} |")
+        floors = [(k, cards[n]["finding"].get("floor")) for k, n in (("2L", "induction-2L"), ("1L", "induction-1L"))]
+        if all(f for _, f in floors):
+            out += ["", "Repeats inside the repeated part (fresh [BOS] r r, r drawn with replacement): "
+                    "loss on the repeat vs the floor of a perfect copier of the first half's bigrams:", "",
+                    "| model | " + " | ".join(f"r of {r['half']}" for r in floors[0][1]) + " |",
+                    "|---|" + "---|" * len(floors[0][1])]
+            out += [f"| {k} | " + " | ".join(f"{r['loss']:.3f}" for r in f) + " |" for k, f in floors]
+            out += ["| floor | " + " | ".join(f"{r['floor']:.3f}" for r in floors[0][1]) + " |"]
+            above = [r["half"] for r in floors[0][1] if r["loss"] - r["floor"] > NEAR_FLOOR]
+            out += ["", (f"- The 2-layer model is more than {NEAR_FLOOR} nats above the floor at r of "
+                         f"{', '.join(map(str, above))}: where a token had followed several tokens it "
+                         "bets on one (see induction-2L.md, 'tried', for retrainings that reached the "
+                         "floor and what they cost; the Train page's induction preset reaches it)."
+                         if above else f"- The 2-layer model is within {NEAR_FLOOR} nats of the floor, "
+                         "or below it, at every r.")]
         out += ["", f"- Contrast holds: {c['holds']}. Training sequences have random segments "
                 "recurring at random offsets in random filler, so only 'copy what followed the "
                 "earlier occurrence of this token' predicts the repeats (see induction-2L.md, "
@@ -472,6 +493,49 @@ def coref_sentence(claim: dict) -> str:
             "of sentence 1 cannot see *application*: the decoder is causal and the noun comes later.")
 
 
+def mission_paragraph(claim: dict, d: dict, live: dict, roles, sentence: int, position: str) -> str:
+    """The Findings page's paragraph for the mission sentence and pronoun position the reader
+    chose, from the live numbers (``mission_weights`` ``d``, ``strongest_heads`` ``live``) and
+    each head's role on the task's sentences (``explorer.head_table`` ``roles``): which head puts
+    most weight on each noun, whether that is a clean pick (more than half its attention, on a
+    head whose role is not "diffuse", the two nouns picked by different heads), and the card's
+    sentence-independent claim. Sentence 1 read at the final pronoun is the two-head picture."""
+    from ..analysis.explorer import role_of
+
+    where = ("the final pronoun (it sees the whole sentence)" if position == "query"
+             else "the pronoun inside the sentence")
+    parts, clean = [], {}
+    for noun in CANDIDATES:
+        h = live[noun]
+        role = role_of(roles, h["layer"], h["head"]) if roles is not None else None
+        clean[noun] = h["weight"] > MISSION_MIN_WEIGHT and role not in (None, "diffuse")
+        parts.append(f"head L{h['layer']}H{h['head']} puts {h['weight']:.2f} of its attention on "
+                     f"*{noun}*" + (f" (its role on the task's sentences: {role})" if role else ""))
+    same = (live["law"]["layer"], live["law"]["head"]) == (live["application"]["layer"], live["application"]["head"])
+    out = [f"**Measured (live):** in *“{d['text']}”*, read at {where}, " + "; ".join(parts) + "."]
+    if all(clean.values()) and not same:
+        out.append("Two heads, one per noun: the two-head picture of Vaswani et al.'s Fig. 4.")
+    else:
+        for noun in CANDIDATES:
+            if not clean[noun]:
+                h = live[noun]
+                out.append(f"No head cleanly picks *{noun}* here: the best, L{h['layer']}H{h['head']}, "
+                           f"puts {h['weight']:.2f} on it"
+                           + (f" and is {role_of(roles, h['layer'], h['head'])} on the task's sentences."
+                              if roles is not None and role_of(roles, h["layer"], h["head"]) else "."))
+        if same:
+            out.append("One head carries the most weight on both nouns.")
+    if sentence == 1 and position == "pronoun":
+        out.append("This *its* cannot see *application*: the decoder is causal and the noun comes later.")
+    if sentence == 2:
+        out.append("This sentence's final *it* could mean either noun: the task gives it no answer, so "
+                   "only where the heads look can be measured here, not whether they choose.")
+    a = claim["antecedent_head"]
+    out.append(f"Over unseen test sentences (card), head L{a['layer']}H{a['head']} attends to the true "
+               f"referent rather than the other noun in {100 * a['antecedent_max']:.1f}%.")
+    return " ".join(out)
+
+
 def induction_sentence(c: dict) -> str:
     two, one = c["2L"], c["1L"]
     return (f"**Measured (card):** on fresh sequences up to {two['max_len']} tokens — twice the "
@@ -486,6 +550,54 @@ def induction_sentence(c: dict) -> str:
             f"score {one['heldout_max_induction']:.2f}): one layer cannot attend to the token "
             "*after* an earlier copy — that needs a previous-token head in an earlier layer whose "
             "output the induction head's keys read (K-composition).")
+
+
+NEAR_FLOOR = 0.1  # nats: "near the floor" means at most this much above it
+
+
+def floor_frame(models: dict, vocab: int, max_len: int, batch: int | None = None,
+                seed: int | None = None) -> pd.DataFrame:
+    """Live: each model's loss on the repeat of fresh [BOS] r r with r drawn with replacement,
+    beside the copier's floor (``analysis.induction.floor_table`` at ``floor_halves(max_len)``;
+    the card's batch and seed by default): model, half, loss, floor, ambiguous_loss,
+    ambiguous_floor, n_ambiguous, n. The caller holds the models' locks."""
+    frames = []
+    for name, model in models.items():
+        df = floor_table(model, vocab, floor_halves(max_len), batch or HELDOUT_BATCH,
+                         HELDOUT_SEED if seed is None else seed)
+        df.insert(0, "model", name)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def floor_sentence(df: pd.DataFrame, model: str, train_length: int | None = None) -> str:
+    """``floor_frame``'s rows of ``model`` in words: its loss against the floor at each |r|,
+    where it is near (within ``NEAR_FLOOR`` nats), below (it reads more than the last token to
+    tell which earlier occurrence it is at) or above it, and on the positions whose token had
+    more than one continuation."""
+    g = df[df["model"] == model].sort_values("half")
+    parts = [f"|r| = {r.half}: {r.loss:.3f} vs floor {r.floor:.3f}" for r in g.itertuples()]
+    near = [r.half for r in g.itertuples() if r.loss - r.floor <= NEAR_FLOOR]
+    below = [r.half for r in g.itertuples() if r.loss < r.floor]
+    above = [r.half for r in g.itertuples() if r.loss - r.floor > NEAR_FLOOR]
+    out = [f"**Repeats inside the repeated part (live; fresh [BOS] r r, r drawn with replacement, "
+           f"{int(g['n'].iloc[0] // max(1, g['half'].iloc[0] - 1))} sequences per |r|):** the "
+           f"{model} model's loss on the repeat — " + "; ".join(parts) + ". The floor is the loss "
+           "of a perfect copier that, at each repeated token, splits its bet among the tokens that "
+           "followed it in the first half, in proportion to how often each did."]
+    if near:
+        out.append(f"Near the floor (within {NEAR_FLOOR} nats) at |r| = {', '.join(map(str, near))}"
+                   + (f"; below it at |r| = {', '.join(map(str, below))} — it also reads the token "
+                      "before, which tells which earlier occurrence it is at, and a bigram copier "
+                      "cannot" if below else "") + ".")
+    if above:
+        worst = g.loc[(g["loss"] - g["floor"]).idxmax()]
+        out.append(f"Above it at |r| = {', '.join(map(str, above))} (worst: {worst['loss']:.3f} vs "
+                   f"{worst['floor']:.3f} at |r| = {int(worst['half'])}; on the tokens with more than "
+                   f"one continuation {worst['ambiguous_loss']:.3f} vs {worst['ambiguous_floor']:.3f})"
+                   + (f"; [BOS] r r is {2 * int(worst['half']) + 1} tokens long there, the longest "
+                      f"training sequence {train_length}." if train_length else "."))
+    return " ".join(out)
 
 
 def repeat_curves_note(max_len: int, train_length: int) -> str:
@@ -543,8 +655,8 @@ def translate_sentence(card: dict) -> str:
             f"{100 * br['share']:.1f}%. Red squares mark the expected alignment.")
 
 
-__all__ = ["SEEDS", "condition_choices", "coref_claim", "coref_roles", "coref_sentence",
-           "extrapolation_frame", "findings_markdown", "heldout_frame", "induction_contrast",
+__all__ = ["SEEDS", "condition_choices", "coref_claim", "coref_roles", "coref_sentence", "mission_paragraph",
+           "extrapolation_frame", "findings_markdown", "floor_frame", "floor_sentence", "heldout_frame", "induction_contrast",
            "induction_frame", "induction_sentence", "lm_family_frame", "mission_weights",
            "positional_ordering", "positional_sentence", "repeat_curves", "repeat_curves_note",
            "strongest_heads", "summary_frame", "train_length", "translate_example", "translate_sentence",

@@ -38,7 +38,7 @@ import torch
 
 from ..analysis import THRESHOLDS, pronoun_probe, score_model
 from ..analysis.cost import kv_cache_bytes
-from ..analysis.induction import generalisation, pool_positions, position_curve
+from ..analysis.induction import floor_halves, floor_table, generalisation, pool_positions, position_curve
 from ..analysis.positional import extrapolation_table, sequence_metrics
 from ..model.hooks import layer_template
 from ..recording import record
@@ -141,6 +141,63 @@ def _coref(ckpt, task) -> dict:
                                  "first_token", "entropy_norm"))}
 
 
+# ------------------------------------------------------------------------------------- agreement
+def _agreement(ckpt, task) -> dict:
+    """The agreement model: accuracy over the whole vocabulary and between the two nouns (test
+    split: frames and pairs never trained on), every head's antecedent scores, the mission
+    sentences' answers, and the causal claims (``causal.agreement_effects``: the pattern heads
+    switched off and patched, on held-out and fresh sentences)."""
+    from .causal import FLIP, PAIR, VOCAB, agreement_checks, agreement_effects, mission_effects
+
+    model, test = ckpt.model, task.examples("test")
+    ev = task.evaluate(model, "test", max_examples=len(test))
+    df = score_model(model, task, split="test", n_examples=len(test))
+    from ..analysis.effects import coref_probe
+    from ..analysis.interventions import effect
+    probe = coref_probe(test)
+    base = dict(zip(probe.metrics, effect(model, probe.inputs, [[]], probe.metrics)[0]))
+    metrics: dict[str, float | None] = {"accuracy": ev["accuracy"], "loss": ev["loss"],
+                                        "pairwise_accuracy": float(base[PAIR])}
+    for r in df.to_dict("records"):
+        for k in ("antecedent_max", "antecedent_top", "antecedent"):
+            metrics[f"head.{head_key(r['layer'], r['head'])}.{k}"] = _num(r[k])
+    d = agreement_effects(model, task)
+    for data in ("held-out", "fresh"):
+        key = data.replace("-", "")
+        for name in d["set_members"]:
+            row = d["sets"][(d["sets"]["heads off"] == name) & d["sets"]["sentences"].str.startswith(data)].iloc[0]
+            metrics[f"off.{name}.{key}.pairwise_accuracy"] = float(row[PAIR])
+            metrics[f"off.{name}.{key}.vocab_accuracy"] = float(row[VOCAB])
+        for r in d["patch"][d["patch"]["sentences"].str.startswith(data)].to_dict("records"):
+            metrics[f"patch.{r['heads patched']}.{key}.flips"] = float(r[FLIP])
+    ph = d["pattern_heads"]
+    mission = mission_effects(model, task, ph[:1] or None)
+    rows = []
+    for i, s in enumerate(mission, 1):
+        a = s["answers"]
+        ref = s["candidates"][s["referent"]]
+        metrics[f"mission.s{i}.P({ref})"] = float(a.iloc[0][f"P({ref})"])
+        for name in ph[:1]:
+            layer, h = int(name[1:name.index("H")]), int(name[name.index("H") + 1:])
+            metrics[f"mission.s{i}.{name}.weight"] = float(s["weights"][ref][layer, h])
+            off = a[a["heads off"] == name].iloc[0]
+            metrics[f"mission.s{i}.{name}_off.P({ref})"] = float(off[f"P({ref})"])
+        rows.append({"sentence": i, "text": s["text"], "referent": ref,
+                     "answers": a.round(4).to_dict("records")})
+    finding = {"pattern_heads": ph, "other_heads": d["other_heads"], "effect_heads": d["effect_heads"],
+               "checks": agreement_checks(d), "n": d["n"], "mission": rows,
+               "note": "Both nouns are of one kind and every predicate fits both; the pronoun's "
+                       "number (it / its vs they / their) is the only clue. The answer is the "
+                       "referent's singular form."}
+    return {"sample": f"agreement test split ({len(test)} sentences: frames and noun pairs never "
+                      f"trained on) for accuracy and head scores; the first {d['n']['held-out']} of "
+                      f"them and {d['n']['fresh']} fresh sentences (seed 1) for heads switched off "
+                      "and patched; the two mission sentences",
+            "metrics": metrics, "finding": finding,
+            "heads": _heads(df, ("antecedent_max", "antecedent_top", "antecedent", "prev_token_top",
+                                 "first_token", "entropy_norm"))}
+
+
 # ------------------------------------------------------------------------------------- induction
 def induction_scores(model) -> pd.DataFrame:
     """Head scores on the induction probe (``INDUCTION_PROBE``): induction, prev_token, ..."""
@@ -186,6 +243,10 @@ def _induction(ckpt, task) -> dict:
     metrics["beyond.loss_repeat"] = float(pooled["loss"][beyond].mean())
     metrics["beyond.accuracy_repeat"] = float(pooled["correct"][beyond].mean())
     curve = position_curve(pooled)
+    floor = floor_table(model, vocab, floor_halves(model.config.max_len), HELDOUT_BATCH, HELDOUT_SEED)
+    for r in floor.to_dict("records"):
+        for k in ("loss", "floor", "ambiguous_loss"):
+            metrics[f"floor.r{r['half']}.{k}"] = float(r[k])
     finding = {
         "induction_heads": [head_key(r["layer"], r["head"]) for r in df.to_dict("records")
                             if r["induction"] > THRESHOLDS["induction"]],
@@ -194,6 +255,7 @@ def _induction(ckpt, task) -> dict:
         "train_length": L, "max_len": model.config.max_len, "heldout_seed": HELDOUT_SEED,
         "chance": math.log(int(task.params["n_symbols"])),
         "heldout": table.round(4).to_dict("records"),
+        "floor": floor.round(4).to_dict("records"),
         "curve": {"position": curve["position"].tolist(),
                   "loss_repeat": [_num(round(x, 4)) for x in curve["loss_repeat"]],
                   "accuracy_repeat": [_num(round(x, 4)) for x in curve["accuracy_repeat"]],
@@ -204,7 +266,8 @@ def _induction(ckpt, task) -> dict:
                       f"sequences of {model.config.max_len - 1} tokens (seed {HELDOUT_SEED}) for "
                       "loss, accuracy and induction score beyond the training ranges; the "
                       "induction probe (32 x [BOS] + 16 random tokens, repeated, seed 0) for head "
-                      "scores",
+                      f"scores; {HELDOUT_BATCH} fresh [BOS] r r per |r| with r drawn with replacement "
+                      f"(seed {HELDOUT_SEED}) for the loss beside the copier's floor",
             "metrics": metrics, "finding": finding,
             "heads": _heads(df, ("induction", "prev_token", "prev_token_top", "duplicate_token",
                                  "first_token"))}
@@ -416,7 +479,7 @@ def _norm(ckpt, task) -> dict:
                                        if math.isfinite(x["train_loss"])]}}
 
 
-MEASURES = {"coref": _coref, "induction": _induction, "positional": _positional,
+MEASURES = {"coref": _coref, "agreement": _agreement, "induction": _induction, "positional": _positional,
             "translate": _translate, "mlm": _mlm, "lm": _lm, "norm": _norm,
             **PUBLISHED}  # sinks, phase (issue 33: tfviz.zoo.published)
 
