@@ -15,11 +15,14 @@ import streamlit as st
 def forget_on_model_change(lm, scope: str, keys: Sequence[str]) -> bool:
     """Drop ``keys`` from session state when the model differs from the last run of ``scope``
     (a page): another model starts from its own defaults. Returns True when it did."""
+    from .links import protected
+
     marker = f"_{scope}_model"
     if st.session_state.get(marker) == lm.key:
         return False
     for k in keys:
-        st.session_state.pop(k, None)
+        if not protected(k):  # a value a link just gave is kept (ui.links)
+            st.session_state.pop(k, None)
     st.session_state[marker] = lm.key
     return True
 
@@ -27,9 +30,12 @@ def forget_on_model_change(lm, scope: str, keys: Sequence[str]) -> bool:
 def choice(where, label: str, options: Sequence, key: str, default=None, **kw):
     """A selectbox whose kept value is dropped when it is no longer an option (then ``default``,
     or the first option)."""
+    from .links import fell_back
+
     options = list(options)
     if st.session_state.get(key) not in options:
         st.session_state[key] = options[0] if default not in options else default
+        fell_back(key, st.session_state[key])
     return where.selectbox(label, options, key=key, **kw)
 
 
@@ -68,6 +74,9 @@ def position_slider(where, label: str, lo: int, hi: int, default: int, key: str)
     kept = st.session_state.get(key)
     if kept is not None and not lo <= kept <= hi:  # e.g. a shorter text than last run
         st.session_state.pop(key)
+        from .links import fell_back
+
+        fell_back(key, f"{min(max(default, lo), hi)}")
     return where.slider(label, lo, hi, min(max(default, lo), hi), key=key)
 
 

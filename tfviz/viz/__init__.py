@@ -50,7 +50,7 @@ from .rope import rope_frequencies, rope_pair_scores, rope_relative_scores, rope
 from .scores import head_score_bars, paired_bars
 from .step_through import step_through_figure, step_through_output, step_through_table
 from .theme import ATTENTION_SCALE, DIVERGING_SCALE, HEAD_COLOURS, MAGNITUDE_SCALE, TEMPLATE, apply_theme
-from .tokens import nearest_neighbours_frame, similarity_heatmap, token_spans_html
+from .tokens import nearest_neighbours_frame, similarity_heatmap, token_pieces, token_spans_html
 from .training import (compare_curves, grad_norm_heatmap, layer_grad_norm_bars, loss_curves,
                        snapshot_player)
 
@@ -75,5 +75,5 @@ __all__ = [
     "rope_frequencies", "rope_pair_scores", "rope_relative_scores", "rope_rotation_animation",
     "similarity_by_distance", "similarity_heatmap", "similarity_vs_distance", "snapshot_player",
     "speed_figure", "step_through_figure", "step_through_output", "step_through_table", "t5_bias",
-    "t5_buckets", "time_figure", "token_spans_html",
+    "t5_buckets", "time_figure", "token_pieces", "token_spans_html",
 ]

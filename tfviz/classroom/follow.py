@@ -1,0 +1,61 @@
+"""The class follows the teacher (reveal.js's multiplex, in one small record): the server holds the
+lead's current view — the lesson step and its settings, a few short strings — and a version number
+that grows with every change. Only the holder of the teacher key writes it (``ui.lesson`` checks
+the key before calling ``publish``); every student's session reads it about once a second
+(``current``: a lock and two attribute reads, no copy of anything large) and redraws only when the
+version it last drew is not the current one.
+
+What one session can make the server do is bounded: the record holds at most ``MAX_FIELDS``
+fields of at most ``MAX_VALUE`` characters each (a ``ValueError`` otherwise), so a leader cannot
+grow it, and followers only read.
+
+The record lives in the server process: a class on one app server follows its teacher there. With
+several app servers (docs/deploy.md) each holds its own record, and students must open the class
+link on the teacher's server.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+MAX_FIELDS = 16
+MAX_VALUE = 500
+
+
+@dataclass(frozen=True)
+class Lead:
+    """One published view: ``version`` (0 = nothing published yet), ``state`` (name -> value,
+    e.g. {"step": "qkv", "model": "shipped/coref", "head": "L1·H1"}) and when it was published
+    (``time.time()``)."""
+    version: int = 0
+    state: Mapping[str, str] = field(default_factory=dict)
+    at: float = 0.0
+
+
+class ClassRecord:
+    """The teacher's current view, shared by every session of the server (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lead = Lead()
+
+    def current(self) -> Lead:
+        with self._lock:
+            return self._lead
+
+    def publish(self, state: Mapping[str, object]) -> Lead:
+        """Make ``state`` the class's view (every value kept as a string). Publishing the view
+        that is already current changes nothing (the version stays, followers do not redraw)."""
+        clean = {str(k): str(v) for k, v in state.items() if v is not None}
+        if len(clean) > MAX_FIELDS:
+            raise ValueError(f"a lead holds at most {MAX_FIELDS} settings, not {len(clean)}")
+        too_long = [k for k, v in clean.items() if len(k) > MAX_VALUE or len(v) > MAX_VALUE]
+        if too_long:
+            raise ValueError(f"{too_long[0]}: a lead's values hold at most {MAX_VALUE} characters")
+        with self._lock:
+            if dict(self._lead.state) == clean:
+                return self._lead
+            self._lead = Lead(self._lead.version + 1, clean, time.time())
+            return self._lead
