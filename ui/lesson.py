@@ -11,7 +11,7 @@ time, presenting for a projector, a class that follows its teacher, the whole le
   (``tfviz.classroom.follow``). A student who opened the class link (``?follow=1``) polls the
   record once a second in a fragment and redraws the page when its version changes; a student who
   steps away sees "Back to the teacher".
-* Settings in the URL: ``ui.links`` (this module registers the lesson's schema: the step, and the
+* Settings in the URL: ``ui.links`` (its "lesson" schema is ``url_settings``: the step, and the
   model and controls of that step).
 """
 from __future__ import annotations
@@ -37,13 +37,17 @@ PRESENT_CSS = """<style>
 header[data-testid="stHeader"], [data-testid="stToolbar"] { display: none !important; }
 [data-testid="stMainBlockContainer"] { padding: 1.2rem 2.2rem 2rem !important; max-width: 100% !important; }
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
-[data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.45rem; line-height: 1.45; }
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.35rem; line-height: 1.4; }
 [data-testid="stMain"] [data-testid="stCaptionContainer"] p { font-size: 1.15rem; }
 [data-testid="stMain"] [data-testid="stWidgetLabel"] p { font-size: 1.15rem; }
 [data-testid="stMain"] h1 { font-size: 2.4rem; padding: 0.2rem 0 0.4rem; }
 [data-testid="stMain"] [data-testid="stButton"] button p { font-size: 1.2rem; }
+[data-testid="stMain"] [data-baseweb="select"] div { font-size: 1.1rem; }
+[data-testid="stMain"] [data-testid="stRadio"] label p { font-size: 1.15rem; }
+[class*="st-key-lesson_"][class*="-csv"], [class*="st-key-lesson_"][class*="-html"] { display: none !important; }
 </style>"""
-FIGURE_FONT, TITLE_FONT = 17, 22  # a presented figure's type (Plotly's own default is 12)
+FIGURE_FONT, TITLE_FONT = 16, 21  # a presented figure's type (tfviz's theme: 13 and 16)
+PRESENT_HEIGHT = 520  # px: a presented figure's height at most (the step's words stay in view)
 
 
 # ------------------------------------------------------------------------------ state
@@ -74,8 +78,6 @@ def url_settings(params: dict | None = None) -> tuple:
             for c in step.controls]
     return tuple(out)
 
-
-links.register("lesson", url_settings)
 
 
 def go(offset: int | None = None, to: str | None = None) -> None:
@@ -132,54 +134,59 @@ def step_model(step: Step, where=None):
         raise ValueError(f"no model here can show this step: build the shipped **{step.model}** "
                          f"(`python -m tfviz.zoo build --only {step.model}`)")
     key, ss = control_key(step, "model"), st.session_state
-    if ss.get(key) not in refs:
-        if ss.get(key):
-            links.note(f"The model **{ss[key]}** is not here for this step: showing "
-                       f"{next(iter(refs))}.")
-        ss[key] = next(iter(refs))
+    chosen = ss.get(key)
+    if chosen not in refs:
+        if chosen and where is not None:
+            links.note(f"The model **{chosen}** is not here for this step: showing {next(iter(refs))}.")
+        chosen = next(iter(refs))
     if where is not None:
-        where.selectbox("Model", list(refs), key=key, format_func=lambda i: refs[i].label,
-                        help="Any model that fits this step: the shipped one, one the class "
-                             "trained (published), or yours.")
-    return load_model(refs[ss[key]])
+        ss[key] = chosen
+        chosen = where.selectbox("Model", list(refs), key=key, format_func=lambda i: refs[i].label,
+                                 help="Any model that fits this step: the shipped one, one the "
+                                      "class trained (published), or yours.")
+    return load_model(refs[chosen])
 
 
 def control_values(step: Step, lm, cols=None) -> dict:
-    """Each control's value (its widget drawn in ``cols`` when given), kept valid for the model."""
+    """Each control's value, kept valid for the model; with ``cols``, its widget drawn there (and
+    its state set first). Without (the export), the values are read, never written."""
     ss, out = st.session_state, {}
     for i, c in enumerate(step.controls):
         key = control_key(step, c.name)
         default = c.default(lm) if callable(c.default) else c.default
         options = c.options(lm) if callable(c.options) else c.options
-        if options is not None and ss.get(key) not in list(options):
-            if ss.get(key) is not None:
-                links.fell_back(key, default)
-            ss[key] = default if default in list(options) else list(options)[0]
+        value = ss.get(key)
+        if options is not None:
+            if value not in list(options):
+                if value is not None and cols is not None:
+                    links.fell_back(key, default)
+                value = default if default in list(options) else list(options)[0]
         elif c.kind == "slider":
             hi = c.hi(lm) if callable(c.hi) else c.hi
-            value = ss.get(key)
             if not isinstance(value, int) or not c.lo <= value <= hi:
-                if value is not None:
+                if value is not None and cols is not None:
                     links.fell_back(key, min(max(int(default), c.lo), hi))
                 value = min(max(int(default), c.lo), hi)
-            ss[key] = value  # every run: a widget's state is dropped while its step is not shown
-        elif key not in ss or ss[key] is None:
-            ss[key] = default
-        if cols is not None:
-            where = cols[i]
-            fmt = {"format_func": lambda v, f=c.fmt: f(v, lm)} if c.fmt else {}
-            if c.kind == "select":
-                where.selectbox(c.label, list(options), key=key, **fmt)
-            elif c.kind == "radio":
-                where.radio(c.label, list(options), key=key, horizontal=True, **fmt)
-            elif c.kind == "slider":
-                hi = c.hi(lm) if callable(c.hi) else c.hi
-                if hi > c.lo:
-                    where.slider(c.label, c.lo, hi, key=key, step=c.step)
-                else:
-                    where.caption(f"{c.label}: {c.lo}")
+        elif value is None:
+            value = default
+        out[c.name] = value
+        if cols is None:
+            continue
+        ss[key] = value  # every run: a widget's state is dropped while its step is not shown
+        where = cols[i]
+        fmt = {"format_func": lambda v, f=c.fmt: f(v, lm)} if c.fmt else {}
+        if c.kind == "select":
+            where.selectbox(c.label, list(options), key=key, **fmt)
+        elif c.kind == "radio":
+            where.radio(c.label, list(options), key=key, horizontal=True, **fmt)
+        elif c.kind == "slider":
+            hi = c.hi(lm) if callable(c.hi) else c.hi
+            if hi > c.lo:
+                where.slider(c.label, c.lo, hi, key=key, step=c.step)
             else:
-                where.text_input(c.label, key=key)
+                where.caption(f"{c.label}: {c.lo}")
+        else:
+            where.text_input(c.label, key=key)
         out[c.name] = ss[key]
     return out
 
@@ -191,10 +198,13 @@ def _presented(fig):
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def _presented_copy(_id: int, _fig):
+def _presented_copy(fig_id: int, _fig):
+    """Keyed on the shared figure's identity (``cache.figure`` keeps it alive while cached)."""
     fig = type(_fig)(_fig)
     fig.update_layout(font=dict(size=FIGURE_FONT), title=dict(font=dict(size=TITLE_FONT)))
     fig.update_annotations(font_size=FIGURE_FONT)
+    if (fig.layout.height or 0) > PRESENT_HEIGHT:
+        fig.update_layout(height=PRESENT_HEIGHT)
     return fig
 
 
@@ -393,8 +403,8 @@ def lesson_html(progress=None) -> bytes:
     out = slides_html(lesson_slides(progress), title="tfviz · The transformer, step by step",
                       subtitle="Every figure computed by tfviz from real models; exported "
                                f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC").encode()
-    with lock:  # under the settings asked for, and as they are once every step has its defaults
-        store[before] = store[export_settings()] = out
+    with lock:
+        store[before] = out
         while len(store) > EXPORTS_KEPT:
             store.popitem(last=False)
     return out

@@ -728,9 +728,9 @@ STEPS: tuple[Step, ...] = (
          "follow different relations.",
          heads_view, say.heads, "attention", model="coref", fits=_self_attention),
     Step("it-heads", "heads", "The heads that resolve \"it\"",
-         "In '…the law or the application because it is too complex', what does 'it' refer to? "
-         "This model was trained to answer such questions. Follow the pronoun's row in every head: "
-         "some heads send it to one noun, others to the other.",
+         "A sentence names two things, then says 'it' or 'its': which of the two is meant? This "
+         "model learned to answer such questions. Follow the pronoun's row in every head: some "
+         "heads send it to one noun, others to the other.",
          it_heads_view, say.it_heads, "attention", model="coref", fits=_coref,
          controls=(Control("sentence", "Sentence", "radio", (1, 2), 1, fmt=lambda i, lm: f"mission sentence {i}",
                            type=int),

@@ -16,8 +16,8 @@ shared link leaves it out, and presenting keeps it out of the address bar too (`
 * A page forgets its settings when the model changes (``ui.widgets.forget_on_model_change``);
   values a link just set are kept through that first forget (``protected``).
 
-To give a page links: add its settings to ``SCHEMAS`` (a tuple, or a function of the step for the
-lesson). Tested in tests/test_links.py (every page's schema against its widgets, AppTest) and
+To give a page links: add its settings to ``SCHEMAS`` (a tuple; or a function of the link's
+params, None when writing: the lesson's depend on its step). Tested in tests/test_links.py (every page's schema against its widgets, AppTest) and
 tests/e2e/test_browser_links.py (a link round-tripped on every page, in Chromium).
 """
 from __future__ import annotations
@@ -119,14 +119,16 @@ def _train_preset() -> None:
     apply_preset()
 
 
-def _train_tasks():
-    from tfviz.tasks import TASKS
+def _lesson(params):
+    """The lesson's settings: the step, and that step's model and controls (``ui.lesson``)."""
+    from .lesson import url_settings
 
-    return tuple(TASKS)
+    return url_settings(params)
 
 
 SCHEMAS: dict[str, tuple[Setting, ...] | Callable] = {
     "home": (),
+    "lesson": _lesson,
     "why": (Setting("corpus", "why_corpus", choices=("the built-in corpus", "your text")),
             Setting("a", "why_order_a"), Setting("b", "why_order_b"),
             Setting("bn_model", "why_bn_model", choices=("gru-attention", "transformer")),
@@ -190,11 +192,6 @@ SCHEMAS: dict[str, tuple[Setting, ...] | Callable] = {
 # Hidden by name besides the settings: the model picker, the whole sidebar.
 EXTRA_HIDE = {"model": ".st-key-model_select", "sidebar": "[data-testid='stSidebar'], "
               "[data-testid='stSidebarCollapsedControl'], [data-testid='stExpandSidebarButton']"}
-
-
-def register(page: str, schema: Callable) -> None:
-    """A page whose settings depend on its own state (the lesson: each step's controls)."""
-    SCHEMAS[page] = schema
 
 
 def settings(page: str, params: dict | None = None) -> tuple[Setting, ...]:
