@@ -276,7 +276,8 @@ def lead_state() -> dict:
     """What a follower needs to draw the leader's view: the lesson's link settings, without
     presenting and following (a student's own)."""
     params = links.current("lesson")
-    return {k: v for k, v in params.items() if k not in ("present", "follow", "hide")}
+    return {**{k: v for k, v in params.items() if k not in ("present", "follow", "hide")},
+            "step": current_step().id}
 
 
 def _apply_lead(state: dict) -> None:
