@@ -27,7 +27,7 @@ from tfviz.lesson import PARTS
 
 from . import links
 from .figures import show
-from .lesson_steps import BY_ID, STEPS, Control, Step
+from .lesson_steps import BY_ID, STEPS, Control, Step, view_of
 
 STEP, PRESENT, FOLLOW, AWAY, LEAD = "lesson_step", "lesson_present", "lesson_follow", "lesson_away", "lesson_lead"
 SEEN = "_lesson_seen"  # the lead's version this session last drew
@@ -102,10 +102,26 @@ def _zoo_ref(name: str):
     return ModelRef(f"{name} (shipped)", str(path), "shipped") if path.is_file() else None
 
 
+CHOICES_S = 5.0  # a session's list of models for a step is read again after this long
+
+
 def model_choices(step: Step) -> dict:
     """model id -> ModelRef a step can show: its shipped model first, then every model the picker
     lists (shipped, published, trained by this session, uploaded) whose header fits the step.
-    Hugging Face folders are left out (the steps read tfviz task examples)."""
+    Hugging Face folders are left out (the steps read tfviz task examples). Kept for
+    ``CHOICES_S`` per session: listing the folders and reading each header on every run was a
+    third of a follower's redraw."""
+    import time
+
+    kept = st.session_state.setdefault("_lesson_choices", {})
+    now = time.monotonic()
+    if step.id in kept and now - kept[step.id][0] < CHOICES_S:
+        return kept[step.id][1]
+    kept[step.id] = (now, _model_choices(step))
+    return kept[step.id][1]
+
+
+def _model_choices(step: Step) -> dict:
     from . import cache
     from .models import available_models
     from .picker import model_id
@@ -231,7 +247,7 @@ def render_step(step: Step, presenting: bool) -> None:
     try:
         lm = step_model(step, cols[0] if cols and step.model else None)
         values = control_values(step, lm, (cols[1:] if step.model else cols) if cols else None)
-        view = step.view(lm, values)
+        view = view_of(step, lm, values)
     except ValueError as e:
         st.warning(f"This step cannot be shown here: {e}")
         return
@@ -371,7 +387,7 @@ def lesson_slides(progress=None) -> list:
             progress(k / len(STEPS), f"step {k} of {len(STEPS)}: {step.title}")
         try:
             lm = step_model(step)
-            view = step.view(lm, control_values(step, lm))
+            view = view_of(step, lm, control_values(step, lm))
         except ValueError as e:
             slides.append(Slide(_empty(str(e)), f"Step {k} · {step.title}", step.text))
             continue

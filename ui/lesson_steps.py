@@ -17,6 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import threading
+from collections import OrderedDict
+
 import numpy as np
 
 from tfviz import lesson as say
@@ -73,6 +76,16 @@ class Step:
     controls: tuple[Control, ...] = ()
 
 
+def view_of(step: "Step", lm, values: dict) -> View:
+    """``step``'s view for this model and these values: computed once per (step, model, values)
+    for the server when the step reads a model (its key changes with the file), so a class of
+    followers redrawing the same step asks for the shared result instead of copying recordings
+    out of ``ui.cache`` thirty times. Views of model-free steps are cheap and always fresh."""
+    if lm is None:
+        return step.view(lm, values)
+    return _memo(("view", step.id, *lm.key, tuple(sorted(values.items()))), lambda: step.view(lm, values))
+
+
 # ------------------------------------------------------------------------------ shared helpers
 def _cfg(card: dict) -> dict:
     return card.get("model_config") or {}
@@ -116,7 +129,32 @@ def lesson_input(lm):
     """The input every attention and mask step reads: the model's first task example (a coref
     model's mission sentence 1: "…its application…") when it has at most ``LESSON_MAX`` tokens,
     else the start of its default text, as many words as fit; and the full pages' settings that
-    open the same input (``Task example`` 0, or the typed text)."""
+    open the same input (``Task example`` 0, or the typed text). Once per model for the server,
+    shared read-only (a plain dict lookup: a follower's redraw asked for it once per option of the
+    query selector)."""
+    return _memo(("input", *lm.key), lambda: _lesson_input(lm))
+
+
+_MEMO: OrderedDict = OrderedDict()
+_MEMO_LOCK = threading.Lock()
+
+
+def _memo(key: tuple, compute):
+    """``compute()`` once per ``key`` (a model's key in it: a retrained file is another key) for the
+    server; the last 64 kept. Results are shared: never changed by a caller."""
+    with _MEMO_LOCK:
+        if key in _MEMO:
+            _MEMO.move_to_end(key)
+            return _MEMO[key]
+    value = compute()
+    with _MEMO_LOCK:
+        _MEMO[key] = value
+        while len(_MEMO) > 64:
+            _MEMO.popitem(last=False)
+    return value
+
+
+def _lesson_input(lm):
     from tfviz.analysis import explorer
 
     limit = min(explorer.length_limit(lm.config)[0], LESSON_MAX)
@@ -149,6 +187,10 @@ def _candidates(inp) -> dict[str, list[int]]:
 def default_head(lm) -> str:
     """The head the attention steps open on: the one putting most weight from the input's query
     on its candidate nouns (a coref model's "it" head), else the last layer's first head."""
+    return _memo(("head", *lm.key), lambda: _default_head(lm))
+
+
+def _default_head(lm) -> str:
     from tfviz.analysis import explorer
 
     inp, _ = lesson_input(lm)

@@ -385,6 +385,8 @@ def at_start(page: str) -> None:
     ss[NOTES] = []
     if query != ss.get(WRITTEN):  # a link opened (or a page switched to): not what we wrote
         apply(page, query)
+        names = [s.name for s in settings(page)] + list(EXTRA_HIDE)  # the link box offers its hide=
+        ss["links_hide"] = [n for n in (query.get("hide") or "").split(",") if n in names]
     params = write(page)
     if params.get("hide"):
         st.html(hide_css(page, params["hide"].split(",")))
