@@ -6,6 +6,8 @@ Pages import shared helpers from `ui/` (Streamlit) and `tfviz/` (the library), n
 """
 import streamlit as st
 
+from ui import link_schemas  # noqa: F401  (every page's settings, for ui.links)
+from ui.links import at_start, page_of
 from ui.session import session_id
 from ui.figures import run_page
 from ui.navigation import navigation
@@ -18,6 +20,10 @@ if __name__ == "__main__":
     # Every run (Home included) keeps ?sid=… in the URL: a page switch drops the query string, and
     # the id is what finds this browser's jobs and uploads again after a reload.
     session_id()
+    page = navigation()
+    # The page's settings in the URL (ui.links): a link just opened applied, the view written
+    # back (never the session id in a shared link), "Link to this view" in the sidebar.
+    at_start(page_of(page.title))
     # Pages that show a model render the sidebar picker themselves (ui.picker.current_model);
     # after the page, the sidebar offers its figures as one HTML file (ui.figures.page_export).
-    run_page(navigation())
+    run_page(page)

@@ -10,7 +10,8 @@ import torch
 from apptest_helpers import APP, ok
 from streamlit.testing.v1 import AppTest
 
-from ui.links import SCHEMAS, Setting, settings
+from ui.link_schemas import SCHEMAS
+from ui.links import Setting, settings
 from ui.navigation import PAGES
 
 # page -> (the link's settings, what session state must hold then: key -> value)

@@ -103,12 +103,8 @@ def _exported() -> str:
 
 
 def run_page(page) -> None:
-    """Run a page of ``st.navigation`` (app.py) — its link first (``ui.links``: a link just opened
-    applied, the settings written to the URL) — then offer its figures as one HTML file."""
-    from . import links
-
+    """Run a page of ``st.navigation`` (app.py), then offer its figures as one HTML file."""
     st.session_state[_PAGE_FIGURES] = {}
-    links.at_start(links.page_of(page.title))
     page.run()
     page_export(page.title)
 
