@@ -83,3 +83,27 @@ def test_the_class_record_under_many_threads() -> None:
     for t in threads:
         t.join()
     assert r.current().version == 200 and r.current().state == {"step": "199"}
+
+
+def test_followers_wait_while_the_leader_draws() -> None:
+    r = ClassRecord()
+    assert r.wait_for_leader(0.5) < 0.1  # nobody leading: no wait
+    r.begin()
+    assert r.leader_busy()
+    done = []
+    t = threading.Thread(target=lambda: done.append(r.wait_for_leader(5.0)))
+    t.start()
+    t.join(0.2)
+    assert t.is_alive()  # held back while the leader draws …
+    r.end()
+    t.join(5)
+    assert done and 0.15 < done[0] < 5  # … and let go when the leader is done
+    r.begin()
+    assert 0.25 <= r.wait_for_leader(0.3) < 2  # never longer than asked
+
+
+def test_a_dead_leader_holds_nobody_back(monkeypatch) -> None:
+    r = ClassRecord()
+    monkeypatch.setattr(ClassRecord, "STALE_S", 0.2)
+    r.begin()  # and never end: the leader's run died
+    assert r.wait_for_leader(5.0) < 1.0 and not r.leader_busy()

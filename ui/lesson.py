@@ -445,6 +445,21 @@ def export_button() -> None:
 
 # ------------------------------------------------------------------------------ the page
 def page() -> None:
+    """The Lesson page. The leader's run is marked on the class record while it draws, and a
+    follower's redraw waits for it (``ClassRecord.wait_for_leader``): the teacher goes first."""
+    record, lead = class_record(), leading()
+    if lead:
+        record.begin()
+    elif st.session_state.get(FOLLOW):
+        record.wait_for_leader()
+    try:
+        _page()
+    finally:
+        if lead:
+            record.end()
+
+
+def _page() -> None:
     ss = st.session_state
     if ss.get(FOLLOW) and AWAY not in ss:
         ss[AWAY] = False

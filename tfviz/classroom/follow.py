@@ -35,11 +35,49 @@ class Lead:
 
 
 class ClassRecord:
-    """The teacher's current view, shared by every session of the server (thread-safe)."""
+    """The teacher's current view, shared by every session of the server (thread-safe).
+
+    The leader goes first: while the leader's page is being drawn (``begin`` … ``end``), a
+    follower about to redraw waits (``wait_for_leader``, at most ``MAX_WAIT_S``), so thirty
+    students catching up with the last step do not slow the teacher's next one. A leader whose
+    run died without ``end`` holds nobody back for more than ``STALE_S``."""
+
+    MAX_WAIT_S = 2.0
+    STALE_S = 10.0
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._lead = Lead()
+        self._busy_since: float | None = None
+
+    def begin(self) -> None:
+        """The leader's page run starts."""
+        with self._lock:
+            self._busy_since = time.monotonic()
+
+    def end(self) -> None:
+        """The leader's page run ended (after ``publish``)."""
+        with self._lock:
+            self._busy_since = None
+            self._lock.notify_all()
+
+    def leader_busy(self) -> bool:
+        with self._lock:
+            return self._busy()
+
+    def _busy(self) -> bool:
+        return self._busy_since is not None and time.monotonic() - self._busy_since < self.STALE_S
+
+    def wait_for_leader(self, timeout: float | None = None) -> float:
+        """Block while the leader's page is being drawn (at most ``timeout``, default
+        ``MAX_WAIT_S``); the seconds waited."""
+        t0 = time.monotonic()
+        deadline = t0 + (self.MAX_WAIT_S if timeout is None else timeout)
+        with self._lock:
+            while self._busy() and (left := deadline - time.monotonic()) > 0:
+                stale_in = self._busy_since + self.STALE_S - time.monotonic()
+                self._lock.wait(max(0.0, min(left, stale_in)))
+        return time.monotonic() - t0
 
     def current(self) -> Lead:
         with self._lock:
