@@ -720,6 +720,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any(s["errors"] for s in results) else 0
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return math.nan
+
+
 def follow_main(args) -> int:
     """``--scenario follow``: the leader's step changes with 0, then N followers (``--sweep``)."""
     import secrets
@@ -732,20 +742,24 @@ def follow_main(args) -> int:
         print(f"tfviz at {server.url}; a leader and {counts} followers; {os.cpu_count()} cores; load "
               f"average {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
         for n in counts:
+            cpu0, t0 = process_cpu_s(server.proc.pid), time.perf_counter()
             res, lag = asyncio.run(run_follow(server.url, key, n, args.duration, args.think, args.timeout))
+            cpu_share = (process_cpu_s(server.proc.pid) - cpu0) / (time.perf_counter() - t0)
             r = lambda x: round(x, 2)  # noqa: E731
             row = {"followers": n, "step_changes": len(res.switch), "leader_p50_s": r(pct(res.switch, 50)),
                    "leader_p95_s": r(pct(res.switch, 95)), "leader_max_s": r(max(res.switch, default=math.nan)),
                    "follower_lag_n": len(lag), "follower_lag_p50_s": r(pct(lag, 50)),
                    "follower_lag_p95_s": r(pct(lag, 95)),
                    "per_step_p95_s": {k: r(pct(v, 95)) for k, v in res.pages.items()},
+                   "server_cpu_cores": r(cpu_share),  # the server's CPU seconds per second, whole run
                    "errors": len(res.errors), "error_samples": res.errors[:10],
                    "loadavg_before": [r(x) for x in res.load_before], "loadavg_after": [r(x) for x in res.load_after]}
             out["results"].append(row)
             print(f"followers {n:>3}: leader's step change p50 {row['leader_p50_s']} s / p95 {row['leader_p95_s']} s / "
                   f"max {row['leader_max_s']} s (n={row['step_changes']}); followers saw it after p50 "
                   f"{row['follower_lag_p50_s']} s / p95 {row['follower_lag_p95_s']} s (n={row['follower_lag_n']}); "
-                  f"errors {row['errors']}; load {row['loadavg_before']} -> {row['loadavg_after']}", flush=True)
+                  f"server CPU {row['server_cpu_cores']} cores; errors {row['errors']}; load "
+                  f"{row['loadavg_before']} -> {row['loadavg_after']}", flush=True)
             for e in row["error_samples"]:
                 print(f"      {e}")
     if args.json:

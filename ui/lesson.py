@@ -332,6 +332,7 @@ def follower_bar() -> None:
 
 def _follow_tick() -> None:
     ss = st.session_state
+    class_record().wait_for_leader()  # a tick never competes with the teacher's page for the CPU
     lead = class_record().current()
     if lead.version == 0:
         st.caption("Waiting for the teacher to start the lesson…")

@@ -38,8 +38,9 @@ class ClassRecord:
     """The teacher's current view, shared by every session of the server (thread-safe).
 
     The leader goes first: while the leader's page is being drawn (``begin`` … ``end``), a
-    follower about to redraw waits (``wait_for_leader``, at most ``MAX_WAIT_S``), so thirty
-    students catching up with the last step do not slow the teacher's next one. A leader whose
+    follower about to poll or redraw waits (``wait_for_leader``, at most ``MAX_WAIT_S``, asleep:
+    it holds no CPU), so thirty students polling once a second, or catching up with the last
+    step, do not slow the teacher's next one. A leader whose
     run died without ``end`` holds nobody back for more than ``STALE_S``."""
 
     MAX_WAIT_S = 2.0
