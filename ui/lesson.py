@@ -209,19 +209,22 @@ def control_values(step: Step, lm, cols=None) -> dict:
 
 # ------------------------------------------------------------------------------ one step
 def _presented(fig):
-    """A copy of ``fig`` with type a room can read (figures are shared read-only, so a copy)."""
-    return _presented_copy(id(fig), fig)
+    """A copy of ``fig`` with type a room can read (figures are shared read-only, so a copy),
+    made once per shared figure."""
+    original, copy = _presented_copy(id(fig), fig)
+    return copy if original is fig else _presented_copy.__wrapped__(id(fig), fig)[1]
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def _presented_copy(fig_id: int, _fig):
-    """Keyed on the shared figure's identity (``cache.figure`` keeps it alive while cached)."""
+    """Keyed on the shared figure's identity; the entry holds the figure itself, so while it is
+    cached no other figure can take its id."""
     fig = type(_fig)(_fig)
     fig.update_layout(font=dict(size=FIGURE_FONT), title=dict(font=dict(size=TITLE_FONT)))
     fig.update_annotations(font_size=FIGURE_FONT)
     if (fig.layout.height or 0) > PRESENT_HEIGHT:
         fig.update_layout(height=PRESENT_HEIGHT)
-    return fig
+    return _fig, fig
 
 
 def page_link(step: Step, lm, view) -> None:
