@@ -30,7 +30,8 @@ the script run has finished), reported overall and per page. Errors there: excep
 teacher key): a teacher unlocks the Lesson page with the key, switches Lead on, walks once through
 every step unmeasured (the server computes each step's view once), then presses Next every
 --think seconds for --duration seconds while N students follow (``/lesson?follow=1``, their
-fragment ticking once a second as a browser's does). Reported per N of ``--sweep`` (default 0 and
+fragment ticking once a second as a browser's does), in a process of their own: parsing thirty
+students' pages in the leader's event loop had delayed the leader's own measurement. Reported per N of ``--sweep`` (default 0 and
 --sessions): the leader's step change (the run its Next caused), and how long after it each
 follower's page showed the new step.
 
@@ -484,7 +485,7 @@ async def ws_leader(url: str, key: str, duration: float, think: float, timeout_s
             problems = s.problems(el) + _errors_shown(el)
             res.errors += [f"leader: {p}" for p in problems]
             title = (_headings(el) or ["?"])[-1]
-            lead.changes.append((title, time.perf_counter(), took))
+            lead.changes.append((title, time.time(), took))
             if measure and not problems:
                 res.switch.append(took)
                 res.pages.setdefault(title, []).append(took)
@@ -492,11 +493,10 @@ async def ws_leader(url: str, key: str, duration: float, think: float, timeout_s
     lead.done = True
 
 
-async def ws_follower(url: str, i: int, timeout_s: float, res: Result, lead: Lead,
-                      lag: list, measure: bool = True) -> None:
+async def ws_follower(url: str, i: int, timeout_s: float, res: Result, stop, seen: list) -> None:
     """A student who opened the class link: their fragment ticks as the browser's would (every
-    run_every s); each time the page redraws with a new step, the delay after the leader's run
-    finished goes to ``lag``."""
+    run_every s); each time the page redraws with a new step, (its title, ``time.time()``) goes
+    to ``seen``. Runs until ``stop()``."""
     import websockets
 
     tag = f"follower {i}"
@@ -506,8 +506,8 @@ async def ws_follower(url: str, i: int, timeout_s: float, res: Result, lead: Lea
             s = _WsSession(ws, query="follow=1")
             took, el = await s.run("lesson", [], timeout_s)
             res.first.append(took)
-            seen = (_headings(el) or [None])[-1]
-            while not lead.done:
+            last = (_headings(el) or [None])[-1]
+            while not stop():
                 if not s.fragments:
                     await asyncio.sleep(0.5)
                     continue
@@ -516,32 +516,63 @@ async def ws_follower(url: str, i: int, timeout_s: float, res: Result, lead: Lea
                 took, el = await s.run("lesson", [], timeout_s, fragment=frag)
                 res.errors += [f"{tag}: {p}" for p in s.problems(el)]
                 title = (_headings(el) or [None])[-1]
-                if title is not None and title != seen:
-                    seen = title
-                    led = next((t for name, t, _ in reversed(lead.changes) if name == title), None)
-                    if measure and led is not None:
-                        lag.append(time.perf_counter() - led)
+                if title is not None and title != last:
+                    last = title
+                    seen.append((title, time.time()))
     except Exception as e:  # noqa: BLE001
         res.errors.append(f"{tag}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
 
 
-async def run_follow(url: str, key: str, followers: int, duration: float, think: float,
-                     timeout_s: float = 60.0, ramp_s: float = 0.1) -> tuple[Result, list]:
-    """One leader stepping through the lesson while ``followers`` students follow: the leader's
-    step changes (``Result.switch``) and the followers' delays (the list)."""
-    res, lag = Result(followers, duration), []
-    await ws_leader(url, key, 0, 0, timeout_s, res, Lead(), measure=False)  # the rehearsal
+def _followers_process(url: str, n: int, timeout_s: float, ramp_s: float, ready, stop, out) -> None:
+    """The class, in its own process (the leader's client must not wait behind thirty students'
+    pages being parsed): ``n`` followers; ``ready`` set once all are in; until ``stop``; then
+    their first renders, the steps they saw with when, and their errors on ``out``."""
+    async def main() -> tuple[Result, list]:
+        res, seen = Result(n, 0), []
+        tasks = []
+        for i in range(n):
+            tasks.append(asyncio.create_task(ws_follower(url, i, timeout_s, res, stop.is_set, seen)))
+            await asyncio.sleep(ramp_s)
+        while len(res.first) < n and not all(t.done() for t in tasks):
+            await asyncio.sleep(0.2)
+        ready.set()
+        await asyncio.gather(*tasks)
+        return res, seen
+
+    res, seen = asyncio.run(main())
+    out.put({"first": res.first, "seen": seen, "errors": res.errors})
+
+
+def run_follow(url: str, key: str, followers: int, duration: float, think: float,
+               timeout_s: float = 60.0, ramp_s: float = 0.1) -> tuple[Result, list]:
+    """One leader stepping through the lesson (this process) while ``followers`` students follow
+    (another process): the leader's step changes (``Result.switch``) and each follower's delay
+    after the leader's change it drew (the list; wall clocks of one machine)."""
+    import multiprocessing as mp
+
+    res = Result(followers, duration)
+    asyncio.run(ws_leader(url, key, 0, 0, timeout_s, res, Lead(), measure=False))  # the rehearsal
+    ctx = mp.get_context("spawn")
+    ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    proc = None
+    if followers:
+        proc = ctx.Process(target=_followers_process, args=(url, followers, timeout_s, ramp_s, ready, stop, out))
+        proc.start()
+        ready.wait(timeout_s * 4)
     lead = Lead()
-    tasks = []
-    for i in range(followers):
-        tasks.append(asyncio.create_task(ws_follower(url, i, timeout_s, res, lead, lag)))
-        await asyncio.sleep(ramp_s)
-    while len(res.first) < followers and not all(t.done() for t in tasks):
-        await asyncio.sleep(0.2)  # every student in before the teacher starts
     res.load_before = os.getloadavg()
-    await ws_leader(url, key, duration, think, timeout_s, res, lead)
+    asyncio.run(ws_leader(url, key, duration, think, timeout_s, res, lead))
     res.load_after = os.getloadavg()
-    await asyncio.gather(*tasks)
+    lag = []
+    if proc is not None:
+        stop.set()
+        got = out.get(timeout=timeout_s * 2)
+        proc.join(timeout_s)
+        res.first, res.errors = got["first"], res.errors + got["errors"]
+        for title, when in got["seen"]:  # the leader's latest change to that step before it was seen
+            led = [t for name, t, _ in lead.changes if name == title and t <= when]
+            if led:
+                lag.append(when - led[-1])
     return res, lag
 
 
@@ -743,7 +774,7 @@ def follow_main(args) -> int:
               f"average {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
         for n in counts:
             cpu0, t0 = process_cpu_s(server.proc.pid), time.perf_counter()
-            res, lag = asyncio.run(run_follow(server.url, key, n, args.duration, args.think, args.timeout))
+            res, lag = run_follow(server.url, key, n, args.duration, args.think, args.timeout)
             cpu_share = (process_cpu_s(server.proc.pid) - cpu0) / (time.perf_counter() - t0)
             r = lambda x: round(x, 2)  # noqa: E731
             row = {"followers": n, "step_changes": len(res.switch), "leader_p50_s": r(pct(res.switch, 50)),
