@@ -28,6 +28,7 @@ from tfviz.lesson import PARTS
 from . import links
 from .figures import show
 from .lesson_steps import BY_ID, STEPS, Control, Step, view_of
+from .session import HIDDEN
 
 STEP, PRESENT, FOLLOW, AWAY, LEAD = "lesson_step", "lesson_present", "lesson_follow", "lesson_away", "lesson_lead"
 SEEN = "_lesson_seen"  # the lead's version this session last drew
@@ -69,7 +70,8 @@ def url_settings(params: dict | None = None) -> tuple:
     wanted = (params or {}).get("step") if params is not None else st.session_state.get(STEP)
     step = BY_ID.get(wanted, STEPS[0])
     out = [links.Setting("step", STEP, choices=tuple(BY_ID)),
-           links.Setting("present", PRESENT, bool), links.Setting("follow", FOLLOW, bool)]
+           links.Setting("present", PRESENT, bool, default=False),
+           links.Setting("follow", FOLLOW, bool, default=False)]
     if step.model:
         out.append(links.Setting("model", control_key(step, "model")))
     out += [links.Setting(c.name, control_key(step, c.name), _type(c),
@@ -468,8 +470,6 @@ def _page() -> None:
     if ss.get(FOLLOW) and AWAY not in ss:
         ss[AWAY] = False
     presenting = bool(ss.get(PRESENT))
-    from .session import HIDDEN
-
     ss[HIDDEN] = presenting
     if presenting:
         if "sid" in st.query_params:
@@ -483,11 +483,12 @@ def _page() -> None:
     render_step(current_step(), presenting)
     if presenting:
         st.button("Stop presenting", key="lesson_unpresent", icon=":material/close_fullscreen:",
-                  on_click=lambda: ss.update({PRESENT: False}), shortcut="Esc", type="tertiary")
+                  on_click=lambda: ss.update({PRESENT: False, HIDDEN: False}), shortcut="Esc",
+                  type="tertiary")
     else:
         c1, c2 = st.columns(2)
         c1.button("Present (full screen, ← → keys)", key="lesson_present_btn", type="primary",
-                  icon=":material/co_present:", on_click=lambda: ss.update({PRESENT: True}))
+                  icon=":material/co_present:", on_click=lambda: ss.update({PRESENT: True, HIDDEN: True}))
         with c2:
             export_button()
         teacher_panel()

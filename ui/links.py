@@ -46,7 +46,8 @@ class Setting:
     """One setting of a page in the URL. ``kind``: int | float | str | bool | "models" (a list of
     model ids <-> the picker's paths); ``choices``: the allowed values (empty: any); ``values``:
     URL word -> widget value when they differ (input=example -> "Task example"); ``lo``/``hi``:
-    a number's bounds; ``then``: called after the value is set (e.g. the Train form's preset)."""
+    a number's bounds; ``then``: called after the value is set (e.g. the Train form's preset);
+    ``default``: a value the link leaves out."""
     name: str
     key: str
     kind: Any = str
@@ -55,6 +56,7 @@ class Setting:
     lo: float | None = None
     hi: float | None = None
     then: Callable | None = None
+    default: Any = None  # left out of the link when the value is this
 
     def parse(self, raw: str):
         """The widget value of ``raw``; ValueError (the reason) when the schema refuses it."""
@@ -214,7 +216,7 @@ def current(page: str) -> dict[str, str]:
     """The page's settings as they are now (link words), the model and ``hide`` as given."""
     ss, out = st.session_state, {}
     for s in settings(page):
-        if s.key in ss:
+        if s.key in ss and (s.default is None or ss[s.key] != s.default):
             word = s.dump(ss[s.key])
             if word is not None:
                 out[s.name] = word
