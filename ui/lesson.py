@@ -252,10 +252,12 @@ def render_step(step: Step, presenting: bool) -> None:
     try:
         lm = step_model(step, cols[0] if cols and step.model else None)
         values = control_values(step, lm, (cols[1:] if step.model else cols) if cols else None)
+        _yield_to_leader()
         view = view_of(step, lm, values)
     except ValueError as e:
         st.warning(f"This step cannot be shown here: {e}")
         return
+    _yield_to_leader()  # the chart's JSON is a follower's largest piece of work
     show(_presented(view.figure) if presenting else view.figure, f"lesson_{step.id}",
          caption=view.caption)
     if view.html:
@@ -266,6 +268,13 @@ def render_step(step: Step, presenting: bool) -> None:
         st.markdown(f"**What to notice.** {step.notice(view.numbers)}")
     if not presenting:
         page_link(step, lm, view)
+
+
+def _yield_to_leader() -> None:
+    """In a follower's redraw: let the teacher's page run first if it is being drawn now (Python
+    runs one thread at a time; thirty redraws would otherwise share it with the teacher's)."""
+    if st.session_state.get(FOLLOW) and not leading():
+        class_record().wait_for_leader()
 
 
 def nav(presenting: bool) -> None:
