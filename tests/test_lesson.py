@@ -107,3 +107,23 @@ def test_a_dead_leader_holds_nobody_back(monkeypatch) -> None:
     monkeypatch.setattr(ClassRecord, "STALE_S", 0.2)
     r.begin()  # and never end: the leader's run died
     assert r.wait_for_leader(5.0) < 1.0 and not r.leader_busy()
+
+
+def test_followers_redraw_a_few_at_a_time() -> None:
+    r, inside, most, lock = ClassRecord(), [0], [0], threading.Lock()
+
+    def redraw():
+        with r.follower_turn():
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            threading.Event().wait(0.02)
+            with lock:
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=redraw) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == ClassRecord.REDRAWS and inside[0] == 0

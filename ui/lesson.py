@@ -460,18 +460,22 @@ def export_button() -> None:
 
 # ------------------------------------------------------------------------------ the page
 def page() -> None:
-    """The Lesson page. The leader's run is marked on the class record while it draws, and a
-    follower's redraw waits for it (``ClassRecord.wait_for_leader``): the teacher goes first."""
+    """The Lesson page. The leader's run is marked on the class record while it draws; a
+    follower's redraw waits for it (``ClassRecord.wait_for_leader``) and for its turn (two at a
+    time: ``follower_turn``): the teacher goes first."""
     record, lead = class_record(), leading()
     if lead:
         record.begin()
-    elif st.session_state.get(FOLLOW):
-        record.wait_for_leader()
-    try:
-        _page()
-    finally:
-        if lead:
+        try:
+            _page()
+        finally:
             record.end()
+    elif st.session_state.get(FOLLOW):
+        with record.follower_turn():
+            record.wait_for_leader()
+            _page()
+    else:
+        _page()
 
 
 def _page() -> None:

@@ -15,6 +15,7 @@ link on the teacher's server.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Mapping
@@ -45,11 +46,27 @@ class ClassRecord:
 
     MAX_WAIT_S = 2.0
     STALE_S = 10.0
+    REDRAWS = 2  # followers' page redraws at once (the others wait their turn, asleep)
+    TURN_WAIT_S = 10.0
 
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._lead = Lead()
         self._busy_since: float | None = None
+        self._turns = threading.BoundedSemaphore(self.REDRAWS)
+
+    @contextlib.contextmanager
+    def follower_turn(self):
+        """A follower's redraw, ``REDRAWS`` at a time: Python runs one thread at a time, and
+        with thirty redraws runnable at once the teacher's page got one turn in thirty-one;
+        now it shares with at most two. A turn not free within ``TURN_WAIT_S`` is taken anyway
+        (a redraw is never refused)."""
+        got = self._turns.acquire(timeout=self.TURN_WAIT_S)
+        try:
+            yield
+        finally:
+            if got:
+                self._turns.release()
 
     def begin(self) -> None:
         """The leader's page run starts."""
