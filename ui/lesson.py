@@ -47,7 +47,7 @@ header[data-testid="stHeader"], [data-testid="stToolbar"] { display: none !impor
 [data-testid="stMain"] [data-testid="stRadio"] label p { font-size: 1.15rem; }
 [class*="st-key-lesson_"][class*="-csv"], [class*="st-key-lesson_"][class*="-html"] { display: none !important; }
 </style>"""
-FIGURE_FONT, TITLE_FONT = 16, 21  # a presented figure's type (tfviz's theme: 13 and 16)
+FIGURE_FONT, TITLE_FONT, AXIS_FONT = 16, 21, 13  # a presented figure's type (tfviz's theme: 13 and 16)
 PRESENT_HEIGHT = 520  # px: a presented figure's height at most (the step's words stay in view)
 
 
@@ -222,8 +222,13 @@ def _presented_copy(fig_id: int, _fig):
     """Keyed on the shared figure's identity; the entry holds the figure itself, so while it is
     cached no other figure can take its id."""
     fig = type(_fig)(_fig)
-    fig.update_layout(font=dict(size=FIGURE_FONT), title=dict(font=dict(size=TITLE_FONT)))
+    fig.update_layout(font=dict(size=FIGURE_FONT), title=dict(font=dict(size=TITLE_FONT)),
+                      margin=dict(t=(fig.layout.margin.t or 60) + 16))
     fig.update_annotations(font_size=FIGURE_FONT)
+    # axis titles stay small: a long one ("max |Δ logit| (over the vocabulary)") in large type ran
+    # past the plot into the figure's title
+    fig.update_xaxes(title_font_size=AXIS_FONT)
+    fig.update_yaxes(title_font_size=AXIS_FONT)
     if (fig.layout.height or 0) > PRESENT_HEIGHT:
         fig.update_layout(height=PRESENT_HEIGHT)
     return _fig, fig

@@ -14,9 +14,11 @@ from playwright.sync_api import expect
 from scripts.load_test import StreamlitServer
 from ui.lesson_steps import STEPS
 
+# the step's texts, its selectors' values, buttons and widget labels (a radio's option labels are
+# markdown containers; the radio group itself holds BaseWeb's hidden input, wider than its box)
 TEXT = ("[data-testid='stMain'] [data-testid='stHeading'], [data-testid='stMain'] [data-testid='stMarkdownContainer'], "
         "[data-testid='stMain'] [data-testid='stSelectbox'], [data-testid='stMain'] [data-testid='stButton'], "
-        "[data-testid='stMain'] [data-testid='stWidgetLabel'], [data-testid='stMain'] [data-testid='stRadio']")
+        "[data-testid='stMain'] [data-testid='stWidgetLabel']")
 SIZES = ((1920, 1080), (1024, 768))
 
 
