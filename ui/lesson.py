@@ -82,15 +82,27 @@ def url_settings(params: dict | None = None) -> tuple:
 
 
 
-def go(offset: int | None = None, to: str | None = None) -> None:
-    """A button's callback (it runs before the page): the step ``offset`` away, or ``to``. A
-    follower who moves has stepped away from the teacher."""
+def go(seen: str, offset: int = 0, to: str | None = None) -> None:
+    """A button's or the step list's callback (it runs before the page): the step ``offset`` from
+    ``seen`` (the step the button was drawn on), or ``to``. A follower who moves has stepped away
+    from the teacher. A step-list change drawn on another step than the current one is a stale
+    message (a follower's page was moved by the teacher meanwhile): ignored."""
     ids = [s.id for s in STEPS]
     ss = st.session_state
-    i = ids.index(current_step().id)
-    ss[STEP] = to if to in BY_ID else ids[max(0, min(len(ids) - 1, i + (offset or 0)))]
+    if to is not None:
+        if seen != current_step().id or to not in BY_ID:
+            return
+        ss[STEP] = to
+    else:
+        i = ids.index(seen) if seen in BY_ID else 0
+        ss[STEP] = ids[max(0, min(len(ids) - 1, i + offset))]
     if ss.get(FOLLOW):
         ss[AWAY] = True
+
+
+def following() -> bool:
+    """This session follows the teacher now (joined the class link, not stepped away)."""
+    return bool(st.session_state.get(FOLLOW)) and not st.session_state.get(AWAY) and not leading()
 
 
 # ------------------------------------------------------------------------------ the step's model
@@ -160,6 +172,7 @@ def step_model(step: Step, where=None):
     if where is not None:
         ss[key] = chosen
         chosen = where.selectbox("Model", list(refs), key=key, format_func=lambda i: refs[i].label,
+                                 disabled=following(),
                                  help="Any model that fits this step: the shipped one, one the "
                                       "class trained (published), or yours.")
     return load_model(refs[chosen])
@@ -193,6 +206,7 @@ def control_values(step: Step, lm, cols=None) -> dict:
         ss[key] = value  # every run: a widget's state is dropped while its step is not shown
         where = cols[i]
         fmt = {"format_func": lambda v, f=c.fmt: f(v, lm)} if c.fmt else {}
+        fmt["disabled"] = following()  # the teacher's settings; Back / Next to explore alone
         if c.kind == "select":
             where.selectbox(c.label, list(options), key=key, **fmt)
         elif c.kind == "radio":
@@ -200,11 +214,11 @@ def control_values(step: Step, lm, cols=None) -> dict:
         elif c.kind == "slider":
             hi = c.hi(lm) if callable(c.hi) else c.hi
             if hi > c.lo:
-                where.slider(c.label, c.lo, hi, key=key, step=c.step)
+                where.slider(c.label, c.lo, hi, key=key, step=c.step, disabled=fmt["disabled"])
             else:
                 where.caption(f"{c.label}: {c.lo}")
         else:
-            where.text_input(c.label, key=key)
+            where.text_input(c.label, key=key, disabled=fmt["disabled"])
         out[c.name] = ss[key]
     return out
 
@@ -288,14 +302,18 @@ def nav(presenting: bool) -> None:
     ids = [s.id for s in STEPS]
     i = ids.index(step.id)
     c1, c2, c3 = st.columns([1, 4, 1], vertical_alignment="center")
-    c1.button("Back", key="lesson_prev", icon=":material/arrow_back:", on_click=go, args=(-1,),
+    c1.button("Back", key="lesson_prev", icon=":material/arrow_back:", on_click=go, args=(step.id, -1),
               disabled=i == 0, shortcut="Left", width="stretch")
     c3.button("Next", key="lesson_next", icon=":material/arrow_forward:", icon_position="right",
-              on_click=go, args=(1,), disabled=i == len(ids) - 1, shortcut="Right", width="stretch")
-    st.session_state["lesson_jump"] = step.id
-    c2.selectbox("Step", ids, key="lesson_jump", label_visibility="collapsed",
+              on_click=go, args=(step.id, 1), disabled=i == len(ids) - 1, shortcut="Right", width="stretch")
+    # one widget per step (its key names the step): a follower's page is moved by the teacher, and a
+    # browser message still carrying the old step's choice (a poll sent just before the redraw
+    # arrived) would otherwise have "changed" the list back — a jump that stepped the student away
+    jump = f"lesson_jump_{step.id}"
+    st.session_state[jump] = step.id
+    c2.selectbox("Step", ids, key=jump, label_visibility="collapsed",
                  format_func=lambda s: f"Step {ids.index(s) + 1} of {len(ids)} · {BY_ID[s].title}",
-                 on_change=lambda: go(to=st.session_state["lesson_jump"]))
+                 on_change=lambda: go(step.id, to=st.session_state[jump]))
 
 
 # ------------------------------------------------------------------------------ the class
@@ -487,6 +505,10 @@ def _page() -> None:
     ss = st.session_state
     if ss.get(FOLLOW) and AWAY not in ss:
         ss[AWAY] = False
+    lead = class_record().current()
+    if following() and lead.version:  # every run: the teacher's view, whatever an old message said
+        _apply_lead(lead.state)
+        ss[SEEN] = lead.version
     presenting = bool(ss.get(PRESENT))
     ss[HIDDEN] = presenting
     if presenting:

@@ -94,7 +94,7 @@ def test_the_class_follows_the_teacher(browser, class_server, timings) -> None:
         teacher.goto("/lesson")
         teacher.wait_for_selector(READY)
         teacher.get_by_text("Lead the class").click()
-        box = teacher.get_by_label("Teacher key")
+        box = teacher.get_by_role("textbox", name="Teacher key")
         box.fill(key)
         box.press("Enter")
         teacher.get_by_text("Lead: the class follows my steps").click()
@@ -120,8 +120,10 @@ def test_the_class_follows_the_teacher(browser, class_server, timings) -> None:
         shown(student, STEPS[4])
         timings["lesson_follow_lag_max_s"] = round(max(lags), 2)
         print(f"\na follower saw the teacher's step after {', '.join(f'{x:.2f}' for x in lags)} s")
-        student.screenshot(path=str(SCREENSHOTS / "lesson_follower.png"), full_page=True)
     finally:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for who, p in (("teacher", teacher), ("follower", student)):
+            p.screenshot(path=str(SCREENSHOTS / f"lesson_{who}.png"), full_page=True)
         for c in contexts:
             c.close()
 
