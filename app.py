@@ -8,7 +8,9 @@ import streamlit as st
 
 # Guarded because multiprocessing (spawn/forkserver) re-imports the entry script in child processes.
 if __name__ == "__main__":
+    from ui import link_schemas  # noqa: F401  (every page's settings, for ui.links)
     from ui.figures import run_page
+    from ui.links import at_start, page_of
     from ui.navigation import navigation
     from ui.session import session_id
 
@@ -17,9 +19,13 @@ if __name__ == "__main__":
     # Every run (Home included) keeps ?sid=… in the URL: a page switch drops the query string, and
     # the id is what finds this browser's jobs and uploads again after a reload.
     session_id()
+    page = navigation()
+    # The page's settings in the URL (ui.links): a link just opened applied, the view written
+    # back (never the session id in a shared link), "Link to this view" in the sidebar.
+    at_start(page_of(page.title))
     # Pages that show a model render the sidebar picker themselves (ui.picker.current_model);
     # after the page, the sidebar offers its figures as one HTML file (ui.figures.page_export).
-    run_page(navigation())
+    run_page(page)
 elif __name__ == "app":
     # `streamlit run app.py` serves this file as an ASGI app (it finds `app = st.App(...)` here and
     # imports the module as "app"); each page run still executes it as __main__ (above). The

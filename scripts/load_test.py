@@ -4,6 +4,7 @@
     .venv/bin/python scripts/load_test.py --sweep 5,10,20,30 --duration 45 --json artifacts/load.json
     .venv/bin/python scripts/load_test.py --url http://127.0.0.1:8501 --sessions 3 --duration 10
     .venv/bin/python scripts/load_test.py --scenario pages --client ws --sessions 20 --duration 120
+    .venv/bin/python scripts/load_test.py --scenario follow --client ws --sweep 0,30 --duration 90 --think 3
 
 Each session is its own browser context (its own Streamlit session, like a student's tab) in one
 Chromium: it opens "/", goes to the Attention explorer, picks the coref model (the shipped
@@ -25,6 +26,15 @@ seconds, with the default model of the picker; every page visit is a render (the
 the script run has finished), reported overall and per page. Errors there: exception boxes,
 ``st.error`` boxes, and pages that did not answer within the timeout.
 
+``--scenario follow`` (with ``--client ws``; the script starts its own server with a random
+teacher key): a teacher unlocks the Lesson page with the key, switches Lead on, walks once through
+every step unmeasured (the server computes each step's view once), then presses Next every
+--think seconds for --duration seconds while N students follow (``/lesson?follow=1``, their
+fragment ticking once a second as a browser's does), in a process of their own: parsing thirty
+students' pages in the leader's event loop had delayed the leader's own measurement. Reported per N of ``--sweep`` (default 0 and
+--sessions): the leader's step change (the run its Next caused), and how long after it each
+follower's page showed the new step.
+
 Note: the browsers run on the same machine as the server here, so the figures are pessimistic
 for a classroom where every student's browser renders on their own computer.
 
@@ -35,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
 import re
@@ -256,16 +267,22 @@ class _WsSession:
     """A Streamlit session driven over its websocket with the app's own protobuf messages, as the
     browser does it, minus the rendering: measures what the server takes (script run + sending)."""
 
-    def __init__(self, ws):
-        self.ws, self.query, self.widgets = ws, "", {}
+    def __init__(self, ws, query: str = ""):
+        self.ws, self.query, self.widgets = ws, query, {}
+        self.fragments: dict[str, float] = {}  # fragment id -> its run_every (s), as the browser ticks it
+        self.page_hash = ""
 
-    async def run(self, page: str, widgets: list, timeout_s: float) -> tuple[float, list]:
+    async def run(self, page: str, widgets: list, timeout_s: float, fragment: str = "") -> tuple[float, list]:
         from streamlit.proto.BackMsg_pb2 import BackMsg
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
         msg = BackMsg()
         msg.rerun_script.query_string, msg.rerun_script.page_name = self.query, page
         msg.rerun_script.widget_states.widgets.extend(widgets)
+        if fragment:  # what the browser sends when a fragment's run_every comes round: the page's
+            # hash too (without it the server ran the default page)
+            msg.rerun_script.fragment_id, msg.rerun_script.is_auto_rerun = fragment, True
+            msg.rerun_script.page_script_hash = self.page_hash
         t0 = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
         elements = []
@@ -277,6 +294,10 @@ class _WsSession:
                 elements.append(fwd.delta.new_element)
             elif kind == "page_info_changed":
                 self.query = fwd.page_info_changed.query_string
+            elif kind == "navigation":  # st.navigation's current page
+                self.page_hash = fwd.navigation.page_script_hash
+            elif kind == "auto_rerun":
+                self.fragments[fwd.auto_rerun.fragment_id] = fwd.auto_rerun.interval
             elif kind == "script_finished":
                 if fwd.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
                     continue  # a rerun follows (e.g. st.rerun): wait for its end
@@ -408,6 +429,153 @@ async def ws_page_student(url: str, i: int, duration: float, think: float, timeo
         res.errors.append(f"{tag}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
 
 
+# ------------------------------------------------------------------------------ a class following its teacher
+def _headings(elements) -> list[str]:
+    """The page's headings; the Lesson's step title is the last."""
+    return [e.heading.body for e in elements if e.WhichOneof("type") == "heading"]
+
+
+def _widget(elements, kind: str, label: str):
+    return next((getattr(e, kind) for e in elements if e.WhichOneof("type") == kind
+                 and getattr(e, kind).label == label), None)
+
+
+@dataclass
+class Lead:
+    """What the leader did: each step change (its title, when its run finished, seconds it took)."""
+    changes: list = field(default_factory=list)
+    done: bool = False
+
+
+async def ws_leader(url: str, key: str, duration: float, think: float, timeout_s: float, res: Result,
+                    lead: Lead, measure: bool = True) -> None:
+    """The teacher over the websocket: unlock with the key, switch Lead on, then press Next (or,
+    at the last step, jump back to the first) every ``think`` s for ``duration`` s; every step
+    change is a render (``res.switch``). ``measure=False``: one unmeasured pass over every step
+    (the server computes and caches each step's view once, as a teacher rehearsing does)."""
+    import websockets
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    async with websockets.connect(url.replace("http", "ws", 1) + "/_stcore/stream",
+                                  subprotocols=["streamlit"], max_size=None) as ws:
+        s = _WsSession(ws)
+        _, el = await s.run("lesson", [], timeout_s)
+        box = _widget(el, "text_input", "Teacher key")
+        if box is None:
+            raise RuntimeError("no Teacher key box: start the server with TFVIZ_TEACHER_KEY")
+        _, el = await s.run("lesson", [WidgetState(id=box.id, string_value=key)], timeout_s)
+        toggle = _widget(el, "checkbox", "Lead: the class follows my steps")
+        if toggle is None:
+            raise RuntimeError("the teacher key was refused")
+        keep = [WidgetState(id=toggle.id, bool_value=True)]
+        _, el = await s.run("lesson", keep, timeout_s)
+        deadline = time.perf_counter() + (duration if measure else 1e9)
+        first = True
+        while time.perf_counter() < deadline:
+            nxt = next((e.button for e in el if e.WhichOneof("type") == "button" and e.button.label == "Next"), None)
+            if nxt is not None and not nxt.disabled:
+                action = [WidgetState(id=nxt.id, trigger_value=True)]
+            elif not measure and not first:
+                break  # the rehearsal has seen every step
+            else:
+                jump = _widget(el, "selectbox", "Step")
+                action = [WidgetState(id=jump.id, string_value=jump.options[0])]
+            first = False
+            took, el = await s.run("lesson", keep + action, timeout_s)
+            problems = s.problems(el) + _errors_shown(el)
+            res.errors += [f"leader: {p}" for p in problems]
+            title = (_headings(el) or ["?"])[-1]
+            lead.changes.append((title, time.time(), took))
+            if measure and not problems:
+                res.switch.append(took)
+                res.pages.setdefault(title, []).append(took)
+            await asyncio.sleep(think if measure else 0)
+    lead.done = True
+
+
+async def ws_follower(url: str, i: int, timeout_s: float, res: Result, stop, seen: list) -> None:
+    """A student who opened the class link: their fragment ticks as the browser's would (every
+    run_every s); each time the page redraws with a new step, (its title, ``time.time()``) goes
+    to ``seen``. Runs until ``stop()``."""
+    import websockets
+
+    tag = f"follower {i}"
+    try:
+        async with websockets.connect(url.replace("http", "ws", 1) + "/_stcore/stream",
+                                      subprotocols=["streamlit"], max_size=None) as ws:
+            s = _WsSession(ws, query="follow=1")
+            took, el = await s.run("lesson", [], timeout_s)
+            res.first.append(took)
+            last = (_headings(el) or [None])[-1]
+            while not stop():
+                if not s.fragments:
+                    await asyncio.sleep(0.5)
+                    continue
+                frag, every = next(iter(s.fragments.items()))
+                await asyncio.sleep(every)
+                took, el = await s.run("lesson", [], timeout_s, fragment=frag)
+                res.errors += [f"{tag}: {p}" for p in s.problems(el)]
+                title = (_headings(el) or [None])[-1]
+                if title is not None and title != last:
+                    last = title
+                    seen.append((title, time.time()))
+    except Exception as e:  # noqa: BLE001
+        res.errors.append(f"{tag}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+
+
+def _followers_process(url: str, n: int, timeout_s: float, ramp_s: float, ready, stop, out) -> None:
+    """The class, in its own process (the leader's client must not wait behind thirty students'
+    pages being parsed): ``n`` followers; ``ready`` set once all are in; until ``stop``; then
+    their first renders, the steps they saw with when, and their errors on ``out``."""
+    async def main() -> tuple[Result, list]:
+        res, seen = Result(n, 0), []
+        tasks = []
+        for i in range(n):
+            tasks.append(asyncio.create_task(ws_follower(url, i, timeout_s, res, stop.is_set, seen)))
+            await asyncio.sleep(ramp_s)
+        while len(res.first) < n and not all(t.done() for t in tasks):
+            await asyncio.sleep(0.2)
+        ready.set()
+        await asyncio.gather(*tasks)
+        return res, seen
+
+    res, seen = asyncio.run(main())
+    out.put({"first": res.first, "seen": seen, "errors": res.errors})
+
+
+def run_follow(url: str, key: str, followers: int, duration: float, think: float,
+               timeout_s: float = 60.0, ramp_s: float = 0.1) -> tuple[Result, list]:
+    """One leader stepping through the lesson (this process) while ``followers`` students follow
+    (another process): the leader's step changes (``Result.switch``) and each follower's delay
+    after the leader's change it drew (the list; wall clocks of one machine)."""
+    import multiprocessing as mp
+
+    res = Result(followers, duration)
+    asyncio.run(ws_leader(url, key, 0, 0, timeout_s, res, Lead(), measure=False))  # the rehearsal
+    ctx = mp.get_context("spawn")
+    ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    proc = None
+    if followers:
+        proc = ctx.Process(target=_followers_process, args=(url, followers, timeout_s, ramp_s, ready, stop, out))
+        proc.start()
+        ready.wait(timeout_s * 4)
+    lead = Lead()
+    res.load_before = os.getloadavg()
+    asyncio.run(ws_leader(url, key, duration, think, timeout_s, res, lead))
+    res.load_after = os.getloadavg()
+    lag = []
+    if proc is not None:
+        stop.set()
+        got = out.get(timeout=timeout_s * 2)
+        proc.join(timeout_s)
+        res.first, res.errors = got["first"], res.errors + got["errors"]
+        for title, when in got["seen"]:  # the leader's latest change to that step before it was seen
+            led = [t for name, t, _ in lead.changes if name == title and t <= when]
+            if led:
+                lag.append(when - led[-1])
+    return res, lag
+
+
 async def trainer(browser, url: str, started: asyncio.Event, stop: asyncio.Event, timeout_s: float,
                   res: Result) -> None:
     """One more session runs a long training job while the students work; stopped at the end."""
@@ -524,16 +692,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--client", choices=("browser", "ws"), default="browser",
                     help="browser: a Chromium context per session (renders every chart here too); "
                          "ws: the session's websocket only (the server's share of each render)")
-    ap.add_argument("--scenario", choices=("heads", "pages"), default="heads",
+    ap.add_argument("--scenario", choices=("heads", "pages", "follow"), default="heads",
                     help="heads: switch heads in the Attention explorer; pages: switch among every "
-                         "page (needs --client ws)")
+                         "page (needs --client ws); follow: a teacher steps through the Lesson "
+                         "while --sessions students follow (ws; --sweep 0,30 compares the leader's "
+                         "step changes without and with them)")
     ap.add_argument("--no-train", action="store_true", help="no training job during the run")
     ap.add_argument("--target", type=float, default=5.0, help="p95 render target in seconds (knee)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds before a render is an error")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
-    if args.scenario == "pages" and args.client != "ws":
-        ap.error("--scenario pages drives sessions over their websocket: add --client ws")
+    if args.scenario in ("pages", "follow") and args.client != "ws":
+        ap.error(f"--scenario {args.scenario} drives sessions over their websocket: add --client ws")
+    if args.scenario == "follow":
+        return follow_main(args)
     if not os.access(CHROMIUM, os.X_OK):
         print(f"error: no Chromium at {CHROMIUM} (apt-get install -y chromium, or set TFVIZ_CHROMIUM)",
               file=sys.stderr)
@@ -577,6 +749,54 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")
     return 1 if any(s["errors"] for s in results) else 0
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return math.nan
+
+
+def follow_main(args) -> int:
+    """``--scenario follow``: the leader's step changes with 0, then N followers (``--sweep``)."""
+    import secrets
+
+    key = secrets.token_urlsafe(12)
+    counts = [int(x) for x in args.sweep.split(",")] if args.sweep else [0, args.sessions]
+    server = StreamlitServer({"TFVIZ_TEACHER_KEY": key}, log=REPO / "artifacts" / "load-test-server.log")
+    out = {"scenario": "follow", "cores": os.cpu_count(), "think_s": args.think, "results": []}
+    with server:
+        print(f"tfviz at {server.url}; a leader and {counts} followers; {os.cpu_count()} cores; load "
+              f"average {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+        for n in counts:
+            cpu0, t0 = process_cpu_s(server.proc.pid), time.perf_counter()
+            res, lag = run_follow(server.url, key, n, args.duration, args.think, args.timeout)
+            cpu_share = (process_cpu_s(server.proc.pid) - cpu0) / (time.perf_counter() - t0)
+            r = lambda x: round(x, 2)  # noqa: E731
+            row = {"followers": n, "step_changes": len(res.switch), "leader_p50_s": r(pct(res.switch, 50)),
+                   "leader_p95_s": r(pct(res.switch, 95)), "leader_max_s": r(max(res.switch, default=math.nan)),
+                   "follower_lag_n": len(lag), "follower_lag_p50_s": r(pct(lag, 50)),
+                   "follower_lag_p95_s": r(pct(lag, 95)),
+                   "per_step_p95_s": {k: r(pct(v, 95)) for k, v in res.pages.items()},
+                   "server_cpu_cores": r(cpu_share),  # the server's CPU seconds per second, whole run
+                   "errors": len(res.errors), "error_samples": res.errors[:10],
+                   "loadavg_before": [r(x) for x in res.load_before], "loadavg_after": [r(x) for x in res.load_after]}
+            out["results"].append(row)
+            print(f"followers {n:>3}: leader's step change p50 {row['leader_p50_s']} s / p95 {row['leader_p95_s']} s / "
+                  f"max {row['leader_max_s']} s (n={row['step_changes']}); followers saw it after p50 "
+                  f"{row['follower_lag_p50_s']} s / p95 {row['follower_lag_p95_s']} s (n={row['follower_lag_n']}); "
+                  f"server CPU {row['server_cpu_cores']} cores; errors {row['errors']}; load "
+                  f"{row['loadavg_before']} -> {row['loadavg_after']}", flush=True)
+            for e in row["error_samples"]:
+                print(f"      {e}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 1 if any(x["errors"] for x in out["results"]) else 0
 
 
 if __name__ == "__main__":

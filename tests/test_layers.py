@@ -25,6 +25,7 @@ RANKS = {
     "tfviz.model": 1,    # the network, its config and registries
     "tfviz.recording": 2, "tfviz.tasks": 2,
     "tfviz.analysis": 3, "tfviz.generation": 3,
+    "tfviz.lesson": 3,   # the lesson's words from numbers (no torch, no Streamlit)
     "tfviz.train": 4,    # training, and the checkpoint it writes (tfviz.train.checkpoint)
     "tfviz.publish": 5, "tfviz.zoo": 5,
     "tfviz.interop": 5,  # outside formats: Hugging Face folders -> Checkpoint, GPT-2 out

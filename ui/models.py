@@ -63,6 +63,15 @@ class ModelRef:
     source: str  # the name of its Source in SOURCES
 
 
+DEFAULTED = "_model_default"  # session state: the path the picker chose itself (nobody picked one)
+
+
+def model_id(ref: ModelRef) -> str:
+    """How a model is named in a link (``?model=…``): its source and file name, never a server
+    path ("shipped/lm", "trained/my-run")."""
+    return f"{ref.source}/{Path(ref.path).stem}"
+
+
 @dataclass
 class LoadedModel:
     ref: ModelRef

@@ -11,18 +11,10 @@ from pathlib import Path
 import streamlit as st
 
 from .jobs import housekeeping
-from .models import LoadedModel, available_models, load_model, unopenable_models
+from .models import DEFAULTED, LoadedModel, available_models, load_model, model_id, unopenable_models
 from .export import panel as export_panel
 from .teacher import teacher_panel
 from .uploads import upload_box
-
-DEFAULTED = "_model_default"  # the path the picker chose itself (nobody picked a model yet)
-
-
-def model_id(ref) -> str:
-    """How a model is named in the URL (``?model=…``): its source and file name, never a server
-    path ("shipped/lm", "trained/my-run")."""
-    return f"{ref.source}/{Path(ref.path).stem}"
 
 
 def _from_url(refs) -> None:

@@ -1,7 +1,9 @@
 """Who this browser tab is: an id kept in the URL (``?sid=…``), so that a reload finds the same
 training jobs and uploads again. Only 12 hex characters are accepted (it names a folder). The
-model picked in the sidebar is kept there too (``?model=…``, written by ``ui.picker``), so a
-reload opens on it instead of the page's default.
+model picked in the sidebar is kept there too (``?model=…``, written with the page's other
+settings by ``ui.links``), so a reload opens on it instead of the page's default. While a lesson
+is presented (``HIDDEN``) the id stays out of the address bar: whoever reads it on the projector
+could open this session.
 
 Who the student is (``client_id``): the ``tfviz_client`` cookie the server sets on every browser
 (``ui.server``), the same in all its tabs, so six fresh tabs are still one student for the jobs
@@ -13,7 +15,8 @@ import uuid
 
 import streamlit as st
 
-URL_MODEL = "_url_model"  # session-state key: the picked model's id in the URL (``?model=…``)
+URL_MODEL = "_url_model"  # session-state key: the picked model's id in the URL (``?model=…``, ui.links)
+HIDDEN = "_sid_hidden"  # session-state flag: keep the id out of the address bar (presenting: ui.lesson)
 SID = re.compile(r"[0-9a-f]{12}")  # tfviz.paths.SESSION_ID (importing tfviz loads torch: Home would
 # wait seconds for it before it shows anything); tests/test_app.py checks that they agree
 
@@ -24,11 +27,11 @@ def session_id() -> str:
     if "sid" not in st.session_state:
         sid = st.query_params.get("sid", "")
         st.session_state["sid"] = sid if SID.fullmatch(sid or "") else uuid.uuid4().hex[:12]
-    if st.query_params.get("sid") != st.session_state["sid"]:
+    if st.session_state.get(HIDDEN):  # a projector shows the address bar: the id opens this session
+        if "sid" in st.query_params:
+            del st.query_params["sid"]
+    elif st.query_params.get("sid") != st.session_state["sid"]:
         st.query_params["sid"] = st.session_state["sid"]
-    model = st.session_state.get(URL_MODEL)  # the picked model (ui.picker), kept like the id
-    if model and st.query_params.get("model") != model:
-        st.query_params["model"] = model
     return st.session_state["sid"]
 
 

@@ -27,13 +27,13 @@ def gate():
     return _gate(os.environ.get("TFVIZ_TEACHER_KEY", ""))
 
 
-def _check_teacher_key() -> None:
+def _check_teacher_key(box: str = "teacher_key") -> None:
     """on_change of the key box: checked once per entry, then the box is cleared (the key is not
     kept in session state)."""
     from tfviz.classroom.teacher import TooManyAttempts
 
-    given = st.session_state.get("teacher_key", "") or ""
-    st.session_state["teacher_key"] = ""
+    given = st.session_state.get(box, "") or ""
+    st.session_state[box] = ""
     if not given:
         return
     try:
@@ -47,6 +47,15 @@ def _check_teacher_key() -> None:
         st.session_state.pop("_teacher_wrong", None)
     else:
         st.session_state["_teacher_wrong"] = "Wrong teacher key."
+
+
+def key_box(where, key: str = "teacher_key") -> None:
+    """The teacher-key box (each entry checked once, by ``gate``'s rules) and why the last entry
+    failed. Unlocked, ``st.session_state["teacher"]`` is True (the Lesson page's "Lead")."""
+    where.text_input("Teacher key", type="password", key=key, on_change=_check_teacher_key, args=(key,),
+                     help="Set by whoever started the server (TFVIZ_TEACHER_KEY).")
+    if st.session_state.get("_teacher_wrong"):
+        where.error(st.session_state["_teacher_wrong"])
 
 
 def _publish(ref: ModelRef) -> None:
@@ -70,10 +79,7 @@ def teacher_panel(where, ref: ModelRef) -> None:
         if gate().problem:
             st.warning(f"The Teacher panel is off: {gate().problem}.")
         elif not st.session_state.get("teacher"):
-            st.text_input("Teacher key", type="password", key="teacher_key", on_change=_check_teacher_key,
-                          help="Set by whoever started the server (TFVIZ_TEACHER_KEY).")
-            if st.session_state.get("_teacher_wrong"):
-                st.error(st.session_state["_teacher_wrong"])
+            key_box(st)
         elif SOURCE[ref.source].private:
             if st.button("Publish this model to the class", key="teacher_publish",
                          icon=":material/campaign:"):

@@ -15,11 +15,14 @@ import streamlit as st
 def forget_on_model_change(lm, scope: str, keys: Sequence[str]) -> bool:
     """Drop ``keys`` from session state when the model differs from the last run of ``scope``
     (a page): another model starts from its own defaults. Returns True when it did."""
+    from .links import protected
+
     marker = f"_{scope}_model"
     if st.session_state.get(marker) == lm.key:
         return False
     for k in keys:
-        st.session_state.pop(k, None)
+        if not protected(k):  # a value a link just gave is kept (ui.links)
+            st.session_state.pop(k, None)
     st.session_state[marker] = lm.key
     return True
 
@@ -29,12 +32,18 @@ def choice(where, label: str, options: Sequence, key: str, default=None, **kw):
     or the first option). The box's own default (``index``) is always the value it holds: a
     value written only into session state left the browser showing the first option after a
     later run redrew the box (Compare's "Setting that differs" read "positional scheme" while the
-    pair trained pre vs post norm, in about one new tab in four)."""
+    pair trained pre vs post norm, in about one new tab in four). A value a link gave that is not
+    an option is said once (``links.fell_back``)."""
+    from .links import fell_back
+
     options = list(options)
     ss = st.session_state
-    if key in ss and ss[key] not in options:
+    dropped = key in ss and ss[key] not in options
+    if dropped:
         del ss[key]  # then the box starts again from its default, below
     value = ss[key] if key in ss else (default if default in options else options[0])
+    if dropped:
+        fell_back(key, value)
     return where.selectbox(label, options, index=options.index(value), key=key, **kw)
 
 
@@ -73,6 +82,9 @@ def position_slider(where, label: str, lo: int, hi: int, default: int, key: str)
     kept = st.session_state.get(key)
     if kept is not None and not lo <= kept <= hi:  # e.g. a shorter text than last run
         st.session_state.pop(key)
+        from .links import fell_back
+
+        fell_back(key, f"{min(max(default, lo), hi)}")
     return where.slider(label, lo, hi, min(max(default, lo), hi), key=key)
 
 

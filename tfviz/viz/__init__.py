@@ -59,7 +59,7 @@ from .scores import head_score_bars, paired_bars
 from .sinks import sink_share_heatmap, streaming_curves
 from .step_through import step_through_figure, step_through_output, step_through_table
 from .theme import ATTENTION_SCALE, DIVERGING_SCALE, HEAD_COLOURS, MAGNITUDE_SCALE, TEMPLATE, apply_theme
-from .tokens import nearest_neighbours_frame, similarity_heatmap, token_spans_html
+from .tokens import nearest_neighbours_frame, similarity_heatmap, token_pieces, token_spans_html
 from .training import (compare_curves, grad_norm_heatmap, layer_grad_norm_bars, loss_curves,
                        snapshot_player)
 
@@ -87,5 +87,5 @@ __all__ = [
     "similarity_by_distance", "similarity_heatmap", "similarity_vs_distance", "sink_share_heatmap",
     "snapshot_player",
     "speed_figure", "step_through_figure", "step_through_output", "step_through_table", "t5_bias",
-    "streaming_curves", "t5_buckets", "time_figure", "token_spans_html",
+    "streaming_curves", "t5_buckets", "time_figure", "token_pieces", "token_spans_html",
 ]

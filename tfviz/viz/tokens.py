@@ -92,3 +92,31 @@ def nearest_neighbours_frame(vectors, labels: Sequence[str], k: int = 5, rows=No
     out = [(labels[i], r + 1, labels[j], float(c))
            for i, js, cs in zip(rows, index, cosine) for r, (j, c) in enumerate(zip(js, cs))]
     return pd.DataFrame(out, columns=["token", "rank", "neighbour", "cosine"])
+
+
+def token_pieces(rows: Sequence[dict], *, title: str | None = None):
+    """The same text cut by several tokenizers (``tfviz.analysis.embeddings.tokenize_all``'s rows:
+    kind, tokens, ids, offsets, count, unknowns): one bar per tokenizer, each token a segment as
+    wide as the characters it covers, its text written inside when it fits; hover: the token's
+    index, text, id and character span. Special tokens (empty spans) are left out."""
+    fig = go.Figure()
+    kinds = [f"{r['kind']} ({r['count']})" for r in rows]
+    for k, (r, kind) in enumerate(zip(rows, kinds)):
+        seg = [(i, int(a), int(b)) for i, (a, b) in enumerate(r["offsets"]) if int(b) > int(a)]
+        toks = [show_token(str(r["tokens"][i])) for i, _, _ in seg]
+        fig.add_trace(go.Bar(
+            y=[kind] * len(seg), x=[b - a for _, a, b in seg], base=[a for _, a, _ in seg],
+            orientation="h", name=r["kind"], text=toks, textposition="inside",
+            insidetextanchor="middle", textangle=0, cliponaxis=False,
+            marker=dict(color=[SPAN_COLOURS[i % 3].replace("0.22", "0.55").replace("0.28", "0.6")
+                               for i, _, _ in seg], line=dict(width=1, color="rgba(255,255,255,0.9)")),
+            customdata=[[i, int(r["ids"][i]), a, b] for i, a, b in seg],
+            hovertemplate=f"{r['kind']}: token #%{{customdata[0]}} '%{{text}}' · id %{{customdata[1]}}"
+                          " · chars %{customdata[2]}–%{customdata[3]}<extra></extra>",
+            showlegend=False))
+    fig.update_xaxes(title=dict(text="character position in the text"), showgrid=False)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_layout(barmode="overlay", bargap=0.35, uniformtext=dict(minsize=9, mode="hide"))
+    n = sum(r["count"] for r in rows)
+    return apply_theme(fig, title=title or f"One text, three ways to cut it: {n} tokens in all",
+                       height=110 * len(rows) + 150)

@@ -1,0 +1,129 @@
+"""The lesson's UI-free parts (issue 32): "what to notice" sentences written from the numbers they
+are given (and saying so when an effect is absent), and the class record a teacher leads."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tfviz import lesson as say
+from tfviz.classroom.follow import MAX_FIELDS, MAX_VALUE, ClassRecord
+
+
+def test_a_notice_quotes_its_numbers() -> None:
+    n = {"query": ("its", 16), "head": (1, 1), "d": 16, "keys": 17, "masked": 0, "ok": True, "error": 3e-7,
+         "top": [("law", 2, 7.56, 0.997), ("application", 10, 0.41, 0.001)]}
+    text = say.qkv(n)
+    assert "'law'" in text and "**1.00**" in text and "÷√16" in text and "3e-07" in text
+    n["top"][0] = ("application", 10, 2.0, 0.61)
+    assert "'application'" in say.qkv(n) and "**0.61**" in say.qkv(n)
+    n["ok"], n["error"] = False, 0.02
+    assert "differ from the model's" in say.qkv(n)
+
+
+def test_a_notice_says_when_the_effect_is_absent() -> None:
+    heads = {"law": (1, 1, 0.9), "application": (1, 1, 0.4)}
+    assert "no head separates them" in say.it_heads({"pronoun": ("it", 11), "heads": heads})
+    w2v = {"words": 10, "dim": 8, "loss": (3.0, 1.0), "word": "dog", "near": [("cat", 0.9)],
+           "analogy": [("king", 0.8)]}
+    assert "the analogy fails here" in say.word2vec(w2v)
+    assert "the analogy fails" not in say.word2vec({**w2v, "analogy": [("queen", 0.9)]})
+    peek = {"pos": 3, "old": "a", "new": "b", "before": 0.0, "after": 2.5, "causal": True}
+    assert "exactly **0**" in say.nopeek(peek)
+    assert "reads both ways" in say.nopeek({**peek, "causal": False, "before": 1.2})
+    bag = {"a": "x y", "b": "y z", "words": 3, "same": False, "differ": ["x", "z"], "same_order": False}
+    assert "differ in the words" in say.bag(bag) and "identical" not in say.bag(bag)
+    effects = {"metric": "pairwise accuracy", "baseline": 1.0, "on": "300 sentences",
+               "worst": ("L0H0", -0.1), "looks": ("L1H1", "weight", 0.97, 0.0)}
+    assert "is not what the answer depends on" in say.it_effects(effects)
+    assert "also the head whose pattern" in say.it_effects({**effects, "looks": ("L0H0", "weight", 0.9, -0.1)})
+
+
+def test_every_part_is_a_lecture_stage_in_order() -> None:
+    assert list(say.PARTS)[0] == "tokens" and list(say.PARTS)[-1] == "cost" and len(say.PARTS) == 10
+
+
+def test_the_class_record_moves_only_when_the_view_changes() -> None:
+    r = ClassRecord()
+    assert r.current().version == 0
+    a = r.publish({"step": "qkv", "head": "L1·H1"})
+    assert a.version == 1 and r.publish({"step": "qkv", "head": "L1·H1"}).version == 1  # the same view
+    b = r.publish({"step": "heatmap", "head": 3})
+    assert b.version == 2 and b.state == {"step": "heatmap", "head": "3"} and b.at >= a.at
+    assert r.current() is b
+
+
+def test_the_class_record_is_bounded() -> None:
+    r = ClassRecord()
+    with pytest.raises(ValueError, match="at most"):
+        r.publish({f"k{i}": 1 for i in range(MAX_FIELDS + 1)})
+    with pytest.raises(ValueError, match="characters"):
+        r.publish({"text": "x" * (MAX_VALUE + 1)})
+    assert r.current().version == 0
+
+
+def test_the_class_record_under_many_threads() -> None:
+    r, seen = ClassRecord(), []
+
+    def lead():
+        for i in range(200):
+            r.publish({"step": str(i)})
+
+    def follow():
+        last = 0
+        for _ in range(500):
+            v = r.current().version
+            assert v >= last
+            last = v
+        seen.append(last)
+
+    threads = [threading.Thread(target=lead)] + [threading.Thread(target=follow) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert r.current().version == 200 and r.current().state == {"step": "199"}
+
+
+def test_followers_wait_while_the_leader_draws() -> None:
+    r = ClassRecord()
+    assert r.wait_for_leader(0.5) < 0.1  # nobody leading: no wait
+    r.begin()
+    assert r.leader_busy()
+    done = []
+    t = threading.Thread(target=lambda: done.append(r.wait_for_leader(5.0)))
+    t.start()
+    t.join(0.2)
+    assert t.is_alive()  # held back while the leader draws …
+    r.end()
+    t.join(5)
+    assert done and 0.15 < done[0] < 5  # … and let go when the leader is done
+    r.begin()
+    assert 0.25 <= r.wait_for_leader(0.3) < 2  # never longer than asked
+
+
+def test_a_dead_leader_holds_nobody_back(monkeypatch) -> None:
+    r = ClassRecord()
+    monkeypatch.setattr(ClassRecord, "STALE_S", 0.2)
+    r.begin()  # and never end: the leader's run died
+    assert r.wait_for_leader(5.0) < 1.0 and not r.leader_busy()
+
+
+def test_followers_redraw_a_few_at_a_time() -> None:
+    r, inside, most, lock = ClassRecord(), [0], [0], threading.Lock()
+
+    def redraw():
+        with r.follower_turn():
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            threading.Event().wait(0.02)
+            with lock:
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=redraw) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == ClassRecord.REDRAWS and inside[0] == 0

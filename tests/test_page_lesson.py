@@ -1,0 +1,184 @@
+"""Lesson page in AppTest (issue 32): every step renders in the lecture's order from the shipped
+models; a step's "what to notice" is written from its view's numbers (another model, another
+sentence; the numbers against an independent recording); presenting keeps the session id out of
+the URL; a follower draws the leader's step and may step away and come back; the whole lesson
+as one HTML file."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from apptest_helpers import chart, heatmap_z, ok, rerun
+from streamlit.testing.v1 import AppTest
+
+import tfviz
+from tfviz.lesson import PARTS
+from tfviz.paths import SHIPPED
+from tfviz.train.checkpoint import load_checkpoint
+from ui.lesson_steps import STEPS
+
+APP = str(__import__("apptest_helpers").APP)
+
+
+@pytest.fixture(autouse=True)
+def real_zoo(monkeypatch):
+    """The steps open on the shipped zoo (checkpoints/), whatever TFVIZ_CHECKPOINT_DIR says."""
+    monkeypatch.delenv("TFVIZ_ZOO_DIR", raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def lesson(**params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    for k, v in params.items():
+        at.query_params[k] = str(v)
+    at.switch_page("app_pages/lesson.py")
+    at.run()
+    return ok(at)
+
+
+def notice(at: AppTest) -> str:
+    found = [m.value for m in at.markdown if m.value.startswith("**What to notice.**")]
+    assert len(found) == 1, [m.value for m in at.markdown]
+    return found[0]
+
+
+def test_the_steps_cover_the_lecture_in_order() -> None:
+    parts = [s.part for s in STEPS]
+    assert len(STEPS) >= 16 and len({s.id for s in STEPS}) == len(STEPS)
+    order = [list(PARTS).index(p) for p in parts]
+    assert order == sorted(order) and set(parts) == set(PARTS)  # every part, in the lecture's order
+    for s in STEPS:
+        assert len(s.controls) <= 2, s.id
+        sentences = [x for x in re.split(r"(?<=[.?!])\s+", s.text.strip()) if x]
+        assert 2 <= len(sentences) <= 4, (s.id, sentences)
+
+
+def test_every_step_renders_with_its_notice_and_link() -> None:
+    at = lesson()
+    for k, step in enumerate(STEPS, 1):
+        at = rerun(at, lesson_step=step.id)
+        assert not at.warning, (step.id, [w.value for w in at.warning])
+        assert f"step {k} of {len(STEPS)}" in " ".join(c.value for c in at.caption)
+        chart(at, f"lesson_{step.id}")
+        assert len(notice(at)) > 40
+        links = [p for p in at.get("page_link") if step.page in p.proto.page]
+        assert links, step.id
+        if step.model:  # the full page opens with the step's model
+            assert "model=shipped" in links[0].proto.page or "shipped" in str(links[0].proto)
+
+
+def recorded_pattern(name: str, layer: int, head: int) -> tuple[np.ndarray, list[str]]:
+    ck = load_checkpoint(SHIPPED / f"{name}.safetensors")
+    ex = ck.build_task().mission_sentences()[0]
+    rec = tfviz.record(ck.model, torch.tensor([ex.tokens]), names=[f"blocks.{layer}.attn.hook_pattern"])
+    return rec[f"blocks.{layer}.attn.hook_pattern"][0, head].numpy(), ck.tokenizer.tokens_of(ex.tokens)
+
+
+def test_the_notice_reads_the_figure_and_an_independent_recording_agrees() -> None:
+    at = lesson(step="heatmap")
+    words = notice(at)
+    m = re.search(r"layer (\d+), head (\d+), the row of '([^']+)' \(pos (\d+)\) puts \*\*([\d.]+)\*\* on '([^']+)' "
+                  r"\(pos (\d+)\)", words)
+    assert m, words
+    layer, head, q, w, k = int(m[1]), int(m[2]), int(m[4]), float(m[5]), int(m[7])
+    pattern, tokens = recorded_pattern("coref", layer, head)
+    np.testing.assert_allclose(heatmap_z(chart(at, "lesson_heatmap")), pattern, atol=1e-6)  # the figure
+    assert int(pattern[q].argmax()) == k and tokens[k] == m[6] and w == pytest.approx(pattern[q, k], abs=0.006)
+
+
+@pytest.mark.parametrize("step", ["heatmap", "qkv", "one-hot", "masks"])
+def test_another_model_another_notice(tiny_zoo, step) -> None:
+    at = lesson(step=step)
+    before = notice(at)
+    box = at.selectbox(key=f"lesson_{step}_model")
+    assert box.value == "shipped/coref" or box.value == "shipped/lm"
+    box.set_value("shipped/tiny-coref").run()  # a model "the class trained" (tests/tiny_zoo.py)
+    assert ok(at).selectbox(key=f"lesson_{step}_model").value == "shipped/tiny-coref"
+    assert notice(at) != before, (step, before)
+
+
+def test_another_setting_another_notice() -> None:
+    at = lesson(step="it-heads")
+    first = notice(at)
+    at.radio(key="lesson_it-heads_sentence").set_value(2).run()
+    assert notice(ok(at)) != first
+    at = lesson(step="sinusoidal")
+    first = notice(at)
+    at.slider(key="lesson_sinusoidal_d").set_value(128).run()
+    assert notice(ok(at)) != first and "128 dimensions" in notice(at)
+
+
+def test_presenting_keeps_the_session_id_out_of_the_address_bar() -> None:
+    at = lesson(step="qkv")
+    assert at.query_params.get("sid")
+    at.button(key="lesson_present_btn").click().run()
+    ok(at)
+    assert "sid" not in at.query_params and at.query_params.get("present") == "1"
+    assert at.query_params.get("step") == "qkv"
+    at.button(key="lesson_next").click().run()
+    assert "sid" not in ok(at).query_params and at.query_params.get("step") == "heatmap"
+    at.button(key="lesson_unpresent").click().run()
+    assert ok(at).query_params.get("sid")  # back in the address bar once presenting stops
+
+
+def test_a_bad_link_falls_back_with_a_note() -> None:
+    at = lesson(step="no-such-step", present="maybe")
+    infos = " ".join(i.value for i in at.info)
+    assert "step=no-such-step" in infos and "present=maybe" in infos
+    assert f"step 1 of {len(STEPS)}" in " ".join(c.value for c in at.caption)
+
+
+def test_the_class_follows_the_leader(monkeypatch) -> None:
+    monkeypatch.setenv("TFVIZ_TEACHER_KEY", "a-teacher-key-long-enough")
+    teacher = lesson(step="qkv")
+    teacher = rerun(teacher, teacher=True, lesson_lead=True)  # the key was given (ui.teacher's gate)
+    student = lesson(follow=1)
+    assert student.session_state["lesson_step"] == "qkv"  # the leader's step, drawn at once
+    assert "Following the teacher" in " ".join(c.value for c in student.caption)
+    teacher.button(key="lesson_next").click().run()
+    student.run()  # a tick of the follower's fragment (AppTest does not tick by itself)
+    assert ok(student).session_state["lesson_step"] == "heatmap"
+    student.button(key="lesson_next").click().run()  # the student steps away …
+    teacher.button(key="lesson_next").click().run()
+    student.run()
+    assert ok(student).session_state["lesson_step"] == "heads"  # … and stays where they went
+    assert "You stepped away" in " ".join(c.value for c in student.caption)
+    student.button(key="lesson_back_to_teacher").click().run()
+    assert ok(student).session_state["lesson_step"] == "heads"
+    teacher.session_state["lesson_heads_model"] = "shipped/coref"
+    teacher.button(key="lesson_prev").click().run()
+    student.run()
+    assert ok(student).session_state["lesson_step"] == "heatmap"
+
+
+def test_a_student_cannot_lead(monkeypatch) -> None:
+    monkeypatch.setenv("TFVIZ_TEACHER_KEY", "a-teacher-key-long-enough")
+    teacher = rerun(lesson(step="qkv"), teacher=True, lesson_lead=True)
+    version = __import__("ui.lesson", fromlist=["class_record"]).class_record().current().version
+    student = rerun(lesson(step="bag"), lesson_lead=True)  # the switch without the key
+    student.button(key="lesson_next").click().run()
+    from ui.lesson import class_record
+
+    assert class_record().current().version == version
+    assert class_record().current().state["step"] == "qkv"
+    ok(teacher)
+
+
+def test_the_whole_lesson_as_one_html_file() -> None:
+    at = lesson()
+    at.button(key="lesson_export_build").click().run()
+    ok(at)
+    assert at.get("download_button")
+    from ui.lesson import _exports
+
+    store, _ = _exports()
+    page = list(store.values())[-1].decode()
+    assert page.count("<section") == len(STEPS)
+    positions = [page.index(f"· {s.title}".replace('"', "&quot;")) for s in STEPS]
+    assert positions == sorted(positions)  # in the lesson's order
+    assert "What to notice" in page and "<script src" not in page.lower()  # nothing fetched

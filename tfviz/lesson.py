@@ -1,0 +1,260 @@
+"""The lesson's words that depend on numbers (issue 32): the lecture's parts, and for each step a
+"what to notice" sentence written from the numbers its view shows (``ui.lesson_steps``), for the
+model, input and settings on screen — never a canned sentence. Each function takes the view's
+``numbers`` dict and returns markdown; where a number says the effect is weak or absent, the
+sentence says so.
+
+Pure functions of plain numbers: no torch, no Streamlit (``tests/test_lesson.py`` checks them).
+"""
+from __future__ import annotations
+
+import math
+
+# The lecture's parts, in its order: each step names the part it teaches.
+PARTS = {
+    "tokens": "Tokens",
+    "vectors": "From tokens to vectors",
+    "order": "A bag of words",
+    "rnn": "Reading in order: RNNs",
+    "attention": "Attention: queries, keys, values",
+    "heads": "Many heads, and the heads that resolve “it”",
+    "positions": "Positions: learned and sinusoidal",
+    "rope": "Rotary positions (RoPE)",
+    "masks": "Masks",
+    "cost": "What attention costs",
+}
+
+
+def _w(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def tokens(n: dict) -> str:
+    r = n["rows"]
+    c, w, b = r.get("char"), r.get("word"), r.get("bpe")
+    parts = []
+    if c:
+        parts.append(f"characters give **{c['count']}** tokens from a vocabulary of {c['vocab_size']}")
+    if w:
+        unk = f", **{w['unknowns']}** of them unknown ([UNK])" if w["unknowns"] else ", none unknown"
+        parts.append(f"words give **{w['count']}**{unk} (vocabulary {w['vocab_size']})")
+    if b:
+        parts.append(f"BPE gives **{b['count']}** ({n['chars'] / max(b['count'], 1):.1f} characters "
+                     f"each, {b['unknowns']} unknown) from a vocabulary of {b['vocab_size']}")
+    out = f"The text has {n['chars']} characters: " + "; ".join(parts) + "."
+    if w and b and w["unknowns"] > b["unknowns"]:
+        out += " BPE cuts the words the word tokenizer does not know into pieces it does."
+    return out
+
+
+def onehot(n: dict) -> str:
+    a, b = n["pair"]
+    out = (f"All {n['n'] * (n['n'] - 1) // 2} one-hot pairs have cosine exactly **0**. In "
+           f"{n['model']}'s learned vectors ({n['d']} numbers each) the same pairs range from "
+           f"**{_w(n['lo'])}** to **{_w(n['hi'])}**; the closest are '{a}' and '{b}' ({_w(n['pair_cos'])}).")
+    if n.get("unknown"):
+        out += f" Not in its vocabulary, left out: {', '.join(map(repr, n['unknown'][:6]))}."
+    return out
+
+
+def word2vec(n: dict) -> str:
+    near = ", ".join(f"'{w}' ({_w(c)})" for w, c in n["near"])
+    out = (f"word2vec learned {n['words']} words × {n['dim']} numbers (its guessing loss fell from "
+           f"{_w(n['loss'][0])} to {_w(n['loss'][1])}). Nearest to '{n['word']}': {near}.")
+    if n["analogy"]:
+        w, c = n["analogy"][0]
+        verdict = "" if w == "queen" else " — not 'queen': the corpus is small, the analogy fails here"
+        out += f" king − man + woman lands nearest '{w}' (cosine {_w(c)}){verdict}."
+    return out
+
+
+def bag(n: dict) -> str:
+    if n["same_order"]:
+        return "The two sentences are the same: type B with the words of A rearranged."
+    if n["same"]:
+        return (f"'{n['a']}' and '{n['b']}' give the same count for each of their {n['words']} words: "
+                "**identical** bag-of-words vectors for two different sentences.")
+    return (f"These two sentences differ in the words {', '.join(map(repr, n['differ'][:6]))}, so "
+            "their bags differ too; rearrange the same words to see two sentences collide.")
+
+
+def _model_name(m: str) -> str:
+    return {"rnn": "the RNN", "lstm": "the LSTM", "gru": "the GRU", "transformer": "the transformer",
+            "gru-attention": "the GRU with attention"}.get(m, m)
+
+
+def recall(n: dict) -> str:
+    parts = [f"{_model_name(m)} {100 * y0:.0f}% at {x0:g} → **{100 * y1:.0f}%** at {x1:g}"
+             for m, (x0, y0, x1, y1) in n["rows"].items()]
+    return (f"Recall on fresh sequences, from the nearest to the farthest gap: {'; '.join(parts)} "
+            f"(chance {100 * n['chance']:.0f}%; trained up to a gap of {n['trained']}).")
+
+
+def gradient(n: dict) -> str:
+    parts = []
+    for m, (x0, y0, x1, y1) in n["rows"].items():
+        ratio = y1 / y0 if y0 else math.nan
+        parts.append(f"{_model_name(m)} keeps {_g(ratio)}× of it {x1:g} steps back" if ratio < 1
+                     else f"{_model_name(m)} keeps {_g(ratio)}× (no fading)")
+    return "Gradient reaching an earlier token, relative to the one next to the question: " + "; ".join(parts) + "."
+
+
+def bottleneck(n: dict) -> str:
+    L = n["trained"]
+    at = "; ".join(f"{_model_name(m)} **{100 * a:.0f}%**" for m, a in n["at"].items())
+    out = f"Whole outputs right on fresh inputs of length {L}, the longest trained: {at}."
+    if n["next"]:
+        nxt = ", ".join(f"{_model_name(m)} {100 * a:.0f}%" for m, a in n["next"].items())
+        out += f" One token longer than any training input ({L + 1}): {nxt}."
+    return out
+
+
+def paths(n: dict) -> str:
+    parts = [f"{_model_name(m)} **{y1:g}** steps" for m, (x0, y0, x1, y1) in n["rows"].items()]
+    x = max(r[2] for r in n["rows"].values())
+    return f"Longest path from an input to an output at n = {x:g}: " + ", ".join(parts) + "."
+
+
+def qkv(n: dict) -> str:
+    (qt, q), (l, h) = n["query"], n["head"]
+    (t1, j1, s1, w1), *rest = n["top"]
+    second = f"; next is '{rest[0][0]}' ({_w(rest[0][3])})" if rest else ""
+    masked = f" {n['masked']} later keys are masked out (−∞)." if n["masked"] else ""
+    check = (f" Recomputed from the recorded q, k and v, the weights and the output match the "
+             f"model's own to {n['error']:.0e}." if n["ok"] else
+             f" Recomputed, they differ from the model's by {n['error']:.1e}: check the model.")
+    return (f"In layer {l}, head {h}, '{qt}' (pos {q}) scores its query against {n['keys']} keys "
+            f"(÷√{n['d']}). The highest is '{t1}' (pos {j1}, {s1:.2f}); the softmax gives it "
+            f"**{_w(w1)}** of the weight{second}.{masked}{check}")
+
+
+def heatmap(n: dict) -> str:
+    (l, h), (qt, q), (kt, k, w) = n["head"], n["query"], n["top"]
+    return (f"In layer {l}, head {h}, the row of '{qt}' (pos {q}) puts **{_w(w)}** on '{kt}' (pos {k}). "
+            f"Every one of the {n['rows']} rows sums to 1 (largest error {n['row_sum_error']:.0e}); "
+            f"on average a row's largest weight is {_w(n['sharp'])}.")
+
+
+def heads(n: dict) -> str:
+    qt, q = n["query"]
+    t = n["targets"]
+    distinct = sorted({tok for tok, _ in t.values()})
+    best = sorted(t.items(), key=lambda kv: -kv[1][1])[:3]
+    sharpest = ", ".join(f"L{l}·H{h} → '{tok}' ({_w(w)})" for (l, h), (tok, w) in best)
+    return (f"{n['layers']} layers × {n['heads']} heads. From '{qt}' (pos {q}) the {len(t)} heads look "
+            f"hardest at {len(distinct)} different tokens; the sharpest: {sharpest}.")
+
+
+def it_heads(n: dict) -> str:
+    pt, p = n["pronoun"]
+    parts = [f"**L{l}·H{h}** puts {_w(w)} on '{noun}'" for noun, (l, h, w) in n["heads"].items()]
+    same = len({(l, h) for l, h, _ in n["heads"].values()}) == 1
+    out = f"Read at '{pt}' (pos {p}): " + "; ".join(parts) + "."
+    if same:
+        out += " One head is strongest on both nouns here: no head separates them on this sentence."
+    else:
+        weak = [noun for noun, (_, _, w) in n["heads"].items() if w < 0.5]
+        out += " Different heads follow different nouns." + (
+            f" The head for {', '.join(map(repr, weak))} puts less than half its weight there." if weak else "")
+    return out
+
+
+def it_effects(n: dict) -> str:
+    m, (name, d) = n["metric"], n["worst"]
+    out = (f"On {n['on']}, {m} is {_w(n['baseline'])} with every head on. Switching **{name}** off "
+           f"changes it most: {d:+.3f}.")
+    if n["looks"]:
+        who, score, value, dl = n["looks"]
+        if who == name:
+            out += f" It is also the head whose pattern scores highest ({score} {_w(value)})."
+        else:
+            out += (f" The head that looks at the referent most, {who} ({score} {_w(value)}), "
+                    f"changes it by {dl:+.3f}: where a head looks is not what the answer depends on.")
+    return out
+
+
+def order(n: dict) -> str:
+    first = ", ".join(f"{label} {x:.2g}" for label, x in n["first"].items())
+    last = ", ".join(f"{label} **{x:.2g}**" for label, x in n["last"].items())
+    out = (f"Entering the model, the same word's vector differs between the two sentences by: "
+           f"{first}. {n['stage'][0].upper()}{n['stage'][1:]}: {last}.")
+    none_first, none_last = n["first"].get("no positions"), n["last"].get("no positions")
+    if none_first is not None and none_first < 1e-6:
+        out += " Without positions a word enters with the same vector wherever it stands."
+    if none_last is not None and none_last > 1e-4 and n.get("causal"):
+        out += (" That model still tells them apart after its layers only because it is a decoder: "
+                "its causal mask lets each word see just the words before it, and that is order.")
+    elif none_last is not None and none_last <= 1e-4:
+        out += " After its layers too: it cannot tell the two sentences apart."
+    return out
+
+
+def learned(n: dict) -> str:
+    return (f"{n['model']} learned **{n['max_len']}** position vectors: there is none for position "
+            f"{n['max_len']} or later. Neighbouring positions have cosine {_w(n['neighbour'])} on "
+            f"average; positions far apart {_w(n['far'])} (in absolute value).")
+
+
+def sinusoidal(n: dict) -> str:
+    return (f"{n['n']} positions × {n['d']} dimensions. The fastest wave repeats every "
+            f"{n['fast']:.1f} positions, the slowest every {n['slow']:,.0f}. Neighbours have cosine "
+            f"{_w(n['neighbour'])}; the two closest rows are still {_g(n['closest'])} apart: "
+            "no two positions share a vector.")
+
+
+def extrapolation(n: dict) -> str:
+    L = n["train"]
+    parts = [f"{s} {_w(a)} → " + ("cannot run" if math.isnan(b) else f"**{_w(b)}**")
+             for s, a, b in n["rows"]]
+    return f"Loss at {L} tokens (trained) → at {4 * L}: " + "; ".join(parts) + "."
+
+
+def rope(n: dict) -> str:
+    l, h = n["head"]
+    m, k, model_score, own = n["model"]
+    d = n["by_distance"]
+    by = ", ".join(f"{x:.2f} at distance {k_}" for k_, x in d.items())
+    return (f"Layer {l}, head {h}: the q of '{n['q']}' and the k of '{n['k']}' placed at every pair "
+            f"of positions. Along every diagonal the score varies by at most **{n['spread']:.0e}**: "
+            f"it depends on the distance alone ({by}). At their real positions ({m}, {k}) the rotated "
+            f"vectors give {own:.3f}; the model computed {model_score:.3f}.")
+
+
+def nopeek(n: dict) -> str:
+    p = n["pos"]
+    if not n["causal"]:
+        return (f"Replacing '{n['old']}' by '{n['new']}' at position {p} moves every position's output "
+                f"(before it by up to {_g(n['before'])}): this model reads both ways.")
+    exact = "exactly **0**" if n["before"] == 0 else f"only {_g(n['before'])}"
+    return (f"Replacing '{n['old']}' by '{n['new']}' at position {p}: the outputs before it change by "
+            f"{exact}; from position {p} on by up to **{_g(n['after'])}**.")
+
+
+def mask(n: dict) -> str:
+    total = n["n"] * n["n"]
+    out = (f"{n['kind']}: **{n['allowed']}** of {total} query–key pairs allowed "
+           f"({100 * n['allowed'] / total:.0f}%), at most {n['most']} keys per query.")
+    out += (f" Run under this mask, the model puts weight {_g(n['blocked_weight'])} on every blocked pair."
+            if n["blocked_weight"] == 0 else
+            f" The model's largest weight on a blocked pair: {_g(n['blocked_weight'])}.")
+    return out
+
+
+def cost(n: dict) -> str:
+    unit = " s" if n["what"] == "time" else " MiB"
+    scale = 1.0 if n["what"] == "time" else 1 / 2 ** 20
+    parts = []
+    for label, (n0, y0, n1, y1) in n["rows"].items():
+        parts.append(f"{label}: {_g(y1 * scale)}{unit} at n = {n1:,}, **{y1 / y0:.1f}×** its value at "
+                     f"n = {n0:,}" if y0 else f"{label}: {_g(y1 * scale)}{unit} at n = {n1:,}")
+    return (f"Doubling n ({n['what']}): " + "; ".join(parts) +
+            ". Quadratic cost multiplies by 4 when n doubles, linear cost by 2.")
+
+
+def kv(n: dict) -> str:
+    parts = [f"{m}: **{b:,}** bytes per token, loss {_w(loss)}" for m, b, loss in n["rows"]]
+    return "KV cache and validation loss (measured at build time): " + "; ".join(parts) + "."

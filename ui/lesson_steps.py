@@ -1,0 +1,840 @@
+"""The lesson's steps, as data (issue 32): the lecture's order of ideas, one ``Step`` each — a
+title, two to four sentences, one live view, at most two controls, a "what to notice" sentence
+written from the view's own numbers (``tfviz.lesson``), the lecture part it teaches and the full
+page that goes deeper (opened with the same model and input: ``View.link``).
+
+A view calls the same library function and ``ui.cache`` / ``ui.why`` / ``ui.effects`` wrapper its
+full page calls — never a second copy of the page's logic — and returns a ``View``: the figure,
+the numbers the notice reads, and the full page's settings. It draws nothing itself (the lesson
+page shows it; the offline export writes it into one HTML file), so one function serves both.
+
+To add a step: a view function here and one ``Step`` in ``STEPS`` at its place in the lecture
+(the list's order is the lesson's order), its notice in ``tfviz.lesson``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from tfviz import lesson as say
+
+from . import cache
+
+DEFAULT_TEXT = "the dogs near the old cat run. The zebra sings unbelievably!"
+WORDS = ("dog cat horse bird fox teacher doctor student child farmer run sleep sing happy big "
+         "small law application car soup")  # the one-hot step's words, those the model knows
+LESSON_MAX = 24  # tokens an attention or mask step reads (a grid a room can read)
+
+
+@dataclass
+class View:
+    """What a step shows: ``figure`` (a Plotly figure, shared read-only: ``cache.figure``), the
+    ``numbers`` its notice reads, a ``caption`` under it, ``html`` drawn under the figure on the
+    page (e.g. coloured token spans), ``link``: the full page's settings (``ui.links`` names)."""
+    figure: Any
+    numbers: dict
+    caption: str = ""
+    html: str = ""
+    link: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Control:
+    """One of a step's (at most two) controls. ``kind``: select | radio | slider | text.
+    ``options`` / ``default``: values, or functions of the step's model (None without one);
+    ``fmt(value, model)``: an option's label. ``lo``/``hi``/``step``: a slider's range (``hi`` may
+    be a function of the model)."""
+    name: str
+    label: str
+    kind: str
+    options: Sequence | Callable | None = None
+    default: Any = None
+    fmt: Callable | None = None
+    lo: int = 0
+    hi: int | Callable = 0
+    step: int = 1
+    type: type = str       # of its value (a slider's is int)
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str                # in links: ?step=<id>
+    part: str              # tfviz.lesson.PARTS key: the lecture part it teaches
+    title: str
+    text: str              # two to four sentences
+    view: Callable         # (model or None, values) -> View
+    notice: Callable       # numbers -> the "what to notice" sentence (tfviz.lesson)
+    page: str              # the full page (app_pages/<page>.py)
+    model: str | None = None       # the shipped (zoo) model it opens on; None: it takes no model
+    fits: Callable | None = None   # (card: checkpoint metadata) -> True when a model can show it
+    controls: tuple[Control, ...] = ()
+
+
+def view_of(step: "Step", lm, values: dict) -> View:
+    """``step``'s view for this model and these values: computed once per (step, model, values)
+    for the server when the step reads a model (its key changes with the file), so a class of
+    followers redrawing the same step asks for the shared result instead of copying recordings
+    out of ``ui.cache`` thirty times. Views of model-free steps are cheap and always fresh."""
+    if lm is None:
+        return step.view(lm, values)
+    return _memo(("view", step.id, *lm.key, tuple(sorted(values.items()))), lambda: step.view(lm, values))
+
+
+# ------------------------------------------------------------------------------ shared helpers
+def _cfg(card: dict) -> dict:
+    return card.get("model_config") or {}
+
+
+def _transformer(card: dict) -> bool:
+    c = _cfg(card)
+    return c.get("family", "transformer") == "transformer" and "d_model" in c
+
+
+def _self_attention(card: dict) -> bool:
+    return _transformer(card) and _cfg(card).get("arch") in ("decoder", "encoder")
+
+
+def _decoder(card: dict) -> bool:
+    return _transformer(card) and _cfg(card).get("arch") == "decoder"
+
+
+def _task(card: dict) -> str | None:
+    return (card.get("task") or {}).get("name")
+
+
+def _coref(card: dict) -> bool:
+    return _decoder(card) and _task(card) == "coref"
+
+
+def _pos(scheme: str) -> Callable:
+    return lambda card: _transformer(card) and _cfg(card).get("pos") == scheme
+
+
+def heads_of(lm) -> list[str]:
+    return [f"L{l}·H{h}" for l in range(lm.config.n_layers) for h in range(lm.config.n_heads)]
+
+
+def parse_head(value: str) -> tuple[int, int]:
+    layer, head = value[1:].split("·H")
+    return int(layer), int(head)
+
+
+def lesson_input(lm):
+    """The input every attention and mask step reads: the model's first task example (a coref
+    model's mission sentence 1: "…its application…") when it has at most ``LESSON_MAX`` tokens,
+    else the start of its default text, as many words as fit; and the full pages' settings that
+    open the same input (``Task example`` 0, or the typed text). Once per model for the server,
+    shared read-only (a plain dict lookup: a follower's redraw asked for it once per option of the
+    query selector)."""
+    return _memo(("input", *lm.key), lambda: _lesson_input(lm))
+
+
+_MEMO: OrderedDict = OrderedDict()
+_MEMO_LOCK = threading.Lock()
+
+
+def _memo(key: tuple, compute):
+    """``compute()`` once per ``key`` (a model's key in it: a retrained file is another key) for the
+    server; the last 64 kept. Results are shared: never changed by a caller."""
+    with _MEMO_LOCK:
+        if key in _MEMO:
+            _MEMO.move_to_end(key)
+            return _MEMO[key]
+    value = compute()
+    with _MEMO_LOCK:
+        _MEMO[key] = value
+        while len(_MEMO) > 64:
+            _MEMO.popitem(last=False)
+    return value
+
+
+def _lesson_input(lm):
+    from tfviz.analysis import explorer
+
+    limit = min(explorer.length_limit(lm.config)[0], LESSON_MAX)
+    tok = lm.tokenizer
+    choices = explorer.example_choices(cache.task_of(lm), 1)
+    if choices and len(choices[0][1].tokens) <= limit and choices[0][1].src is None:
+        e = choices[0][1]
+        return explorer.ModelInput(list(e.tokens), tok.tokens_of(e.tokens), meta=dict(e.meta)), \
+            {"input": "example", "example": 0}
+    words = cache.default_texts(lm)[0].split()
+    layout = explorer.template_layout(tok)
+    if choices:
+        layout = explorer.layout_of(choices[0][1].tokens, tok.special_ids)
+    while True:  # the longest start of the text that fits with the model's own wrapping
+        text = " ".join(words)
+        p = explorer.prepare_text(tok, text, *layout, limit=10 ** 6)
+        if len(p.ids) <= limit or len(words) <= 1:
+            break
+        words = words[:-1]
+    p = explorer.prepare_text(tok, text, *layout, limit=limit)
+    return explorer.ModelInput(p.ids, p.tokens), {"input": "text", "text": text}
+
+
+def _candidates(inp) -> dict[str, list[int]]:
+    from tfviz.analysis import explorer
+
+    return explorer.probe_candidates(inp.tokens, inp.meta)
+
+
+def default_head(lm) -> str:
+    """The head the attention steps open on: the one putting most weight from the input's query
+    on its candidate nouns (a coref model's "it" head), else the last layer's first head."""
+    return _memo(("head", *lm.key), lambda: _default_head(lm))
+
+
+def _default_head(lm) -> str:
+    from tfviz.analysis import explorer
+
+    inp, _ = lesson_input(lm)
+    cands = [p for ps in _candidates(inp).values() for p in ps if p != inp.query]
+    if cands and lm.config.arch != "encoder-decoder":
+        stack = explorer.layer_stack(cache.record(lm, inp.key), explorer.sites(lm.config)[0])
+        mass = stack[:, :, inp.query, cands].sum(-1)  # [layer, head]
+        l, h = np.unravel_index(int(mass.argmax()), mass.shape)
+        return f"L{l}·H{h}"
+    return f"L{lm.config.n_layers - 1}·H0"
+
+
+def _queries(lm) -> list[int]:
+    inp, _ = lesson_input(lm)
+    return list(range(len(inp.ids)))
+
+
+def _query_label(i: int, lm) -> str:
+    inp, _ = lesson_input(lm)
+    return f"pos {i} · '{inp.tokens[i]}'" if 0 <= i < len(inp.tokens) else f"pos {i}"
+
+
+def _attention_link(lm, inp_link: dict, tab: str, layer: int | None = None, head: int | None = None,
+                    **more) -> dict:
+    out = {**inp_link, "tab": tab, **more}
+    if layer is not None:
+        out.update(layer=layer, head=head)
+    return out
+
+
+# ------------------------------------------------------------------------------ 1. tokens
+def tokens_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.analysis.embeddings import clean_text, clip_spans, tokenize_all
+
+    text, _ = clean_text(v["text"])
+    if not text:
+        raise ValueError("type some text to cut into tokens")
+    rows = tokenize_all(text, cache.tokenizers(cache.default_corpus(), int(v["bpe"])))
+    fig = cache.figure_for(("lesson-tokens", text, int(v["bpe"])), viz.token_pieces, rows)
+    spans = "".join(f"<p style='margin:0.2em 0'><b>{r['kind']}</b></p>"
+                    + viz.token_spans_html(*clip_spans(text, r["offsets"], r["tokens"], r["ids"]))
+                    for r in rows)
+    numbers = {"chars": len(text), "rows": {r["kind"]: {k: r[k] for k in ("count", "unknowns", "vocab_size")}
+                                            for r in rows}}
+    return View(fig, numbers, "Hover a segment for its token id and characters.", spans,
+                {"text": text, "bpe": int(v["bpe"])})
+
+
+# ------------------------------------------------------------------------------ 2-3. vectors
+def onehot_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.viz.data import cosine_similarity
+
+    from . import why
+
+    vectors, labels = why.embeddings(lm)
+    index = {w: i for i, w in enumerate(labels)}
+    asked = [w for w in str(v["words"]).replace(",", " ").split() if w in index]
+    words = list(dict.fromkeys(asked))[:12] or default_words(lm).split()
+    if len(words) < 2:
+        raise ValueError(f"{lm.ref.label} knows fewer than two of these words")
+    rows = [index[w] for w in words]
+    fig = cache.figure_for(("lesson-onehot", *lm.key, tuple(words)), viz.one_hot_vs_learned,
+                           vectors[rows], words)
+    cos = cosine_similarity(vectors[rows])
+    off = ~np.eye(len(words), dtype=bool)
+    i, j = np.unravel_index(int(np.where(off, cos, -np.inf).argmax()), cos.shape)
+    numbers = {"model": lm.ref.label.split(" (")[0], "n": len(words), "d": int(vectors.shape[1]),
+               "one_hot_max": 0.0, "lo": float(cos[off].min()), "hi": float(cos[off].max()),
+               "pair": (words[i], words[j]), "pair_cos": float(cos[i, j]),
+               "unknown": [w for w in dict.fromkeys(str(v["words"]).replace(",", " ").split()) if w not in index]}
+    return View(fig, numbers, link={"text": " ".join(words)})
+
+
+def default_words(lm) -> str:
+    """Up to ten of ``WORDS`` the model knows, else its first eight words."""
+    from . import why
+
+    labels = why.embeddings(lm)[1]
+    known = set(labels)
+    return " ".join([w for w in WORDS.split() if w in known][:10] or labels[:8])
+
+
+def word2vec_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.analysis.word2vec import GROUPS, analogy, neighbours
+
+    from . import why
+
+    w2v = why.word2vec_trained(None) or why.word2vec(None)
+    words = [w for w in GROUPS if w in w2v.index]
+    shown = [w2v.index[w] for w in words]
+    source = why.word2vec_source(None, w2v)
+    coords, explained = why._projection(source, tuple(shown), w2v.vectors[shown])
+    fig = cache.figure_for((source, "lesson-map"), viz.embedding_map, coords, words,
+                           [GROUPS[w] for w in words], explained=tuple(explained))
+    word = v["word"] if v["word"] in w2v.index else words[0]
+    near = neighbours(w2v.vectors, w2v.words, word, 3)
+    best = analogy(w2v.vectors, w2v.words, "king", "man", "woman") if all(
+        w in w2v.index for w in ("king", "man", "woman")) else []
+    numbers = {"words": len(w2v.words), "dim": int(w2v.config.dim), "loss": (float(w2v.losses[0]),
+               float(w2v.losses[-1])), "word": word, "near": [(w, float(c)) for w, c in near],
+               "analogy": [(w, float(c)) for w, c in best[:1]]}
+    return View(fig, numbers, "Each point is a word; colours are the groups the built-in corpus "
+                "was written with (the model never saw them).")
+
+
+def word_choices(lm) -> list[str]:
+    from tfviz.analysis.word2vec import GROUPS
+
+    return list(GROUPS)
+
+
+# ------------------------------------------------------------------------------ 4. a bag of words
+def bag_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.analysis.order import bag_of_words
+
+    a, b = str(v["a"]).strip(), str(v["b"]).strip()
+    if not a or not b:
+        raise ValueError("type two sentences")
+    vocab, counts = bag_of_words([a.split(), b.split()])
+    fig = cache.figure_for((a, b), viz.bag_of_words_bars, vocab, counts, [a, b])
+    differ = [w for w, x, y in zip(vocab, counts[0], counts[1]) if x != y]
+    numbers = {"a": a, "b": b, "words": len(vocab), "same": not differ, "differ": differ,
+               "same_order": a.split() == b.split()}
+    return View(fig, numbers, link={"a": a, "b": b})
+
+
+# ------------------------------------------------------------------------------ 5-8. RNNs, paths
+def _why_frame(experiment: str, frame: str):
+    from . import why
+
+    r = why.results().get(experiment)
+    if r is None:
+        raise ValueError("the why experiments are not built here: run `python -m tfviz.zoo why`")
+    return r[frame], why.results_key()
+
+
+def recall_view(lm, v) -> View:
+    from tfviz.viz.longrange import accuracy_vs_distance
+
+    df, key = _why_frame("recall", "accuracy")
+    fig = cache.figure_for(key, accuracy_vs_distance, df)
+    return View(fig, {"rows": _ends(df, "distance", "accuracy"),
+                      "trained": int(df[df["trained"]]["distance"].max()),
+                      "chance": float(df["chance"].iloc[0])})
+
+
+def _ends(df, x: str, y: str) -> dict:
+    """model -> (first x, its y, last x, its y) of one measured curve per model."""
+    out = {}
+    for model, g in df.sort_values(x).groupby("model", sort=False):
+        out[str(model)] = (float(g[x].iloc[0]), float(g[y].iloc[0]), float(g[x].iloc[-1]), float(g[y].iloc[-1]))
+    return out
+
+
+def gradient_view(lm, v) -> View:
+    from tfviz.viz.longrange import gradient_vs_distance
+
+    df, key = _why_frame("recall", "gradient")
+    fig = cache.figure_for(key, gradient_vs_distance, df)
+    return View(fig, {"rows": _ends(df, "steps_back", "grad_norm")})
+
+
+def bottleneck_view(lm, v) -> View:
+    from tfviz.viz.longrange import accuracy_vs_length
+
+    df, key = _why_frame("bottleneck", "accuracy")
+    fig = cache.figure_for(key, accuracy_vs_length, df)
+    L = int(df[df["trained"]]["length"].max())
+    at = lambda n: {str(m): float(g[g["length"] == n]["accuracy"].iloc[0])  # noqa: E731
+                    for m, g in df.groupby("model", sort=False) if (g["length"] == n).any()}
+    return View(fig, {"trained": L, "at": at(L), "next": at(L + 1), "shortest": at(int(df["length"].min()))})
+
+
+def paths_view(lm, v) -> View:
+    from tfviz.viz.longrange import path_length_curves
+
+    df, key = _why_frame("recall", "paths")
+    fig = cache.figure_for(key, path_length_curves, df)
+    return View(fig, {"rows": _ends(df, "n", "path_length")})
+
+
+# ------------------------------------------------------------------------------ 9-13. attention, heads
+def _recorded(lm):
+    from tfviz.analysis import explorer
+
+    inp, link = lesson_input(lm)
+    arrays = cache.record(lm, inp.key)
+    site = explorer.sites(lm.config)[0]
+    return inp, link, arrays, site
+
+
+def qkv_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.analysis import explorer
+
+    inp, link, arrays, site = _recorded(lm)
+    layer, head = parse_head(v["head"])
+    q = int(v["query"]) if int(v["query"]) < len(inp.ids) else inp.query
+    s = explorer.step_inputs(arrays, site, layer, head, q)
+    table, ok, _ = explorer.step_table(s, inp.tokens, q)
+    fig = cache.figure_for(("lesson-qkv", *lm.key, inp.key, layer, head, q), viz.step_through_figure,
+                           s.q, s.K, s.V, inp.tokens, q, query_token=inp.tokens[q],
+                           bias_row=s.bias_row, mask_row=s.mask_row,
+                           title=f"Query '{inp.tokens[q]}' (pos {q}) step by step",
+                           subtitle=f"layer {layer} · head {head}")
+    w = np.asarray(table["softmax"], dtype=float)
+    order = np.argsort(-w)
+    d_soft, d_z = explorer.step_check(table["softmax"], explorer.step_through_output(table, s.V), s)
+    numbers = {"query": (inp.tokens[q], q), "head": (layer, head), "d": len(s.q),
+               "top": [(inp.tokens[j], int(j), float(table["q·k/√d"].iloc[j]), float(w[j])) for j in order[:2]],
+               "masked": int((~s.mask_row).sum()), "keys": len(inp.tokens), "ok": bool(ok),
+               "error": max(d_soft, d_z)}
+    return View(fig, numbers, link=_attention_link(lm, link, "Step-through", layer, head, query=q))
+
+
+def heatmap_view(lm, v) -> View:
+    from tfviz import viz
+
+    inp, link, arrays, site = _recorded(lm)
+    layer, head = parse_head(v["head"])
+    pattern = arrays[site.name(layer, "hook_pattern")][0, head]  # [q_pos, k_pos]
+    fig = cache.figure_for(("lesson-heatmap", *lm.key, inp.key, layer, head), viz.head_heatmap,
+                           pattern, inp.tokens, inp.tokens, title=f"layer {layer} · head {head}")
+    q = inp.query
+    j = int(pattern[q].argmax())
+    numbers = {"head": (layer, head), "query": (inp.tokens[q], q), "top": (inp.tokens[j], j, float(pattern[q, j])),
+               "rows": len(pattern), "row_sum_error": float(np.abs(pattern.sum(-1) - 1).max()),
+               "sharp": float(pattern.max(-1).mean())}
+    return View(fig, numbers, "Rows: the token doing the looking (query); columns: the tokens looked "
+                "at (keys). Each row sums to 1.", link=_attention_link(lm, link, "Heatmap", layer, head))
+
+
+def heads_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.analysis import explorer
+
+    inp, link, arrays, site = _recorded(lm)
+    stack = explorer.layer_stack(arrays, site)  # [layer, head, q_pos, k_pos]
+    fig = cache.figure_for(("lesson-heads", *lm.key, inp.key), viz.heads_grid, stack, inp.tokens,
+                           title="Every layer × head on one sentence")
+    q = inp.query
+    targets = {(l, h): (inp.tokens[int(stack[l, h, q].argmax())], float(stack[l, h, q].max()))
+               for l in range(stack.shape[0]) for h in range(stack.shape[1])}
+    numbers = {"layers": int(stack.shape[0]), "heads": int(stack.shape[1]), "query": (inp.tokens[q], q),
+               "targets": targets}
+    return View(fig, numbers, "Each tile is one head's attention map; rows are queries, columns "
+                "keys.", link=_attention_link(lm, link, "All heads"))
+
+
+def it_heads_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.zoo.findings import strongest_heads
+
+    d = cache.mission_weights(lm, int(v["sentence"]), v["pronoun"])
+    fig = cache.figure_for(("lesson-it", *lm.key, int(v["sentence"]), v["pronoun"]), viz.pronoun_probe,
+                           d["weights"], d["tokens"], d["candidates"], pronoun_index=d["q_pos"],
+                           title=f"Where does '{d['tokens'][d['q_pos']]}' look, in every head?")
+    live = strongest_heads(d)
+    numbers = {"text": d["text"], "pronoun": (d["tokens"][d["q_pos"]], d["q_pos"]),
+               "heads": {n: (x["layer"], x["head"], x["weight"]) for n, x in live.items()}}
+    return View(fig, numbers, link={"input": "example", "example": int(v["sentence"]) - 1,
+                                    "tab": "Pronoun probe"})
+
+
+def it_effects_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.analysis import effects as ef
+
+    from . import effects
+
+    inp, link, _, site = _recorded(lm)
+    data = "task" if lm.task_name in effects.TASK_DATA else "input"
+    key = ("heads", data, site.label, inp.key if data == "input" else None)  # the Effects tab's
+    df = effects.computed(lm, key, lambda p: ef.head_effects(
+        lm.model, effects._probe(lm, inp, data), stack=site.stack, attention=site.attention, progress=p),
+        f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off")
+    metrics = list(df.attrs["baseline"])
+    m = "pairwise accuracy" if "pairwise accuracy" in metrics else metrics[0]
+    higher = ef.higher_is_better(df, m)
+    delta = df[f"Δ {m}"].to_numpy()
+    worst = int(np.argmin(delta) if higher else np.argmax(delta))
+    pattern = df.attrs.get("pattern", [])
+    looks = None
+    if pattern:
+        p = pattern[0]
+        i = int(df[p].to_numpy().argmax())
+        looks = (str(df["name"].iloc[i]), p, float(df[p].iloc[i]), float(delta[i]))
+    fig = cache.figure_for(("lesson-effects", *lm.key, key, m), viz.effect_heatmap,
+                           ef.headline_grid(df, f"Δ {m}"), metric=m, baseline=df.attrs["baseline"][m],
+                           higher=higher, title=f"Each head switched off → change in {m}")
+    numbers = {"metric": m, "baseline": float(df.attrs["baseline"][m]), "on": effects.TASK_DATA.get(
+               lm.task_name, "this sentence") if data == "task" else "this sentence",
+               "worst": (str(df["name"].iloc[worst]), float(delta[worst])), "looks": looks}
+    return View(fig, numbers, "A head switched off: its output set to zero for the whole input, "
+                "every other head left as it was.", link=_attention_link(lm, link, "Effects"))
+
+
+# ------------------------------------------------------------------------------ 14-17. positions
+def order_view(lm, v) -> View:
+    from tfviz import viz
+
+    from . import why
+    from .models import zoo_model
+
+    a, b = str(v["a"]).strip(), str(v["b"]).strip()
+    tables, keys = {}, []
+    for name, label in (("pos-none", "no positions"), ("pos-learned", "learned positions")):
+        m = zoo_model(name)
+        if m is not None:
+            tables[label] = why.order(m, a, b)[0]
+            keys.append(m.key)
+    if not tables:
+        raise ValueError("the shipped pos-none / pos-learned models are missing")
+    fig = cache.figure_for((a, b, *keys), viz.order_bars, tables)
+    first = {label: float(t["matched"].iloc[0]) for label, t in tables.items()}
+    last = {label: float(t["matched"].iloc[-1]) for label, t in tables.items()}
+    none = tables.get("no positions")
+    numbers = {"a": a, "b": b, "first": first, "last": last,
+               "stage": str(next(iter(tables.values()))["stage"].iloc[-1]),
+               "causal": bool(none.attrs.get("causal")) if none is not None else None}
+    return View(fig, numbers, "Each bar: the largest difference between the two sentences' vectors "
+                "for the same word, after a layer (log scale).", link={"a": a, "b": b})
+
+
+def learned_view(lm, v) -> View:
+    import tfviz
+    from tfviz import viz
+    from tfviz.analysis import positional as ap
+
+    table = ap.stack_tables(tfviz.positional_tables(lm.model), "")["learned"].numpy()[:256]
+    fig = cache.figure_for(("lesson-learned", *lm.key), viz.position_similarity, table,
+                           title=f"Cosine similarity between {lm.ref.label.split(' (')[0]}'s learned positions")
+    cos = viz.cosine_similarity(table)
+    n = len(table)
+    numbers = {"model": lm.ref.label.split(" (")[0], "rows": n, "max_len": int(lm.config.max_len),
+               "neighbour": float(np.mean([cos[i, i + 1] for i in range(n - 1)])),
+               "far": float(np.mean(np.abs(cos[np.triu_indices(n, k=max(1, n // 2))])))}
+    return View(fig, numbers, link={"section": "Learned"})
+
+
+def sinusoidal_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.analysis import positional as ap
+
+    d, n = int(v["d"]), int(v["n"])
+    table = ap.scheme_tables("sinusoidal", d_model=d, n=n)["sinusoidal"].numpy()
+    fig = cache.figure(viz.pe_matrix, table, title=f"Sinusoidal table: {n} positions × d_model {d}")
+    rows = table / np.linalg.norm(table, axis=1, keepdims=True)
+    gaps = np.linalg.norm(table[:, None] - table[None], axis=-1)[np.triu_indices(n, k=1)]
+    numbers = {"d": d, "n": n, "fast": 2 * np.pi, "slow": float(2 * np.pi * 10000 ** ((d - 2) / d)),
+               "neighbour": float(np.mean(np.sum(rows[:-1] * rows[1:], axis=1))),
+               "closest": float(gaps.min())}
+    return View(fig, numbers, "Rows: positions; columns: dimensions. Left columns change fast, right "
+                "ones slowly.", link={"section": "Sinusoidal", "d": d, "n": n})
+
+
+def extrapolation_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.paths import zoo_dir
+    from tfviz.zoo import findings as zf
+
+    cards = cache.zoo_cards(zoo_dir())
+    df = zf.extrapolation_frame(cards, required=True)
+    L = zf.train_length(cards)
+    fig = cache.figure(viz.extrapolation_curves, df, L, title="Loss vs evaluation length (card)")
+    order = zf.positional_ordering(df, L)
+    numbers = {"train": L, "rows": [(r.scheme, float(r.loss_1x), float(r.loss_4x)) for r in order.itertuples()]}
+    return View(fig, numbers, "Measured when the shipped models were built; the dashed line is the "
+                "length they trained on.", link={"finding": "Positional extrapolation"})
+
+
+# ------------------------------------------------------------------------------ 18. RoPE
+def rope_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.analysis import positional as ap
+    from tfviz.analysis.rope import rope_score_grid
+
+    inp, link = lesson_input(lm)
+    layer, head = parse_head(v["head"])
+    arrays = cache.record(lm, inp.key, ap.qk_names(layer, ""))
+    m, n = len(inp.ids) - 1, 0
+    q_vec, k_vec, model_score = ap.recorded_qk(arrays, layer, head, m, n, "")
+    _, freqs = ap.rope_setup(lm.model)
+    size = min(48, max(16, len(inp.ids)))
+    grid = rope_score_grid(q_vec, k_vec, freqs, size, lm.config.rope_pairs).numpy()
+    fig = cache.figure_for(("lesson-rope", *lm.key, inp.key, layer, head), viz.rope_relative_scores, grid,
+                           title=f"q of '{inp.tokens[m]}' · k of '{inp.tokens[n]}' at every (m, n)")
+    spread = max(float(np.ptp(np.diagonal(grid, offset=o))) for o in range(-size + 1, size))
+    at = {d: float(grid[d, 0]) for d in (0, 1, 4, min(16, size - 1))}
+    own = rope_score_grid(q_vec, k_vec, freqs, m + 1, lm.config.rope_pairs).numpy()[m, n]
+    numbers = {"q": inp.tokens[m], "k": inp.tokens[n], "head": (layer, head), "spread": spread,
+               "by_distance": at, "model": (m, n, float(model_score), float(own))}
+    return View(fig, numbers, link=_attention_link(lm, link, "", layer, head, section="RoPE"))
+
+
+# ------------------------------------------------------------------------------ 19-20. masks
+def _mask_input(lm):
+    inp, link = lesson_input(lm)
+    return inp, link
+
+
+def nopeek_view(lm, v) -> View:
+    import torch
+
+    from tfviz import viz
+    from tfviz.analysis.masks_demo import edit_token, logit_change, replacement_choices
+
+    inp, link = _mask_input(lm)
+    x = list(inp.ids)
+    if len(x) < 2:
+        raise ValueError("the text needs at least two tokens")
+    pos = min(max(1, int(v["pos"])), len(x) - 1)
+    special = set(lm.tokenizer.special_ids)
+    options = [i for i in replacement_choices(min(lm.tokenizer.vocab_size, lm.config.vocab_size), x)
+               if i not in special] or [x[pos]]
+    new = options[(options.index(x[pos]) + 1) % len(options)] if x[pos] in options else options[0]
+    before = torch.from_numpy(cache.logits(lm, (x,)))
+    after = torch.from_numpy(cache.logits(lm, (edit_token(x, pos, new),)))
+    delta = logit_change(before, after)
+    labels = list(inp.tokens)
+    labels[pos] = f"{labels[pos]}→{lm.tokenizer.display(new)}"
+    fig = cache.figure_for(("lesson-nopeek", *lm.key, inp.key, pos), viz.logit_change_bars, delta, labels, pos,
+                           title=f"Max |Δ logit| per position after editing position {pos}")
+    numbers = {"pos": pos, "old": inp.tokens[pos], "new": lm.tokenizer.display(new),
+               "before": float(delta[:pos].max()), "after": float(delta[pos:].max()), "causal": bool(lm.config.causal)}
+    return View(fig, numbers, "Two real forward passes, the second with one token replaced.",
+                link={**link, "edit": pos})
+
+
+def mask_view(lm, v) -> View:
+    from tfviz import viz
+    from tfviz.analysis.masks_demo import MaskChoice, blocked_mass, effective_mask
+
+    inp, link = _mask_input(lm)
+    n, causal = len(inp.ids), bool(lm.config.causal)
+    w = min(max(1, int(v["window"])), n)
+    choice = MaskChoice(v["kind"], w, 1, 3)
+    mask = effective_mask(choice, n, causal, None).numpy() if v["kind"] != "padding" else None
+    if mask is None:
+        raise ValueError("padding is shown on the Masks page (it needs pad tokens added)")
+    masked = cache.mask_patterns(lm, (tuple(inp.ids),), None, choice.applied_window, choice.applied_global, "")
+    fig = cache.figure_for(("lesson-mask", n, causal, v["kind"], w), viz.mask_grid, mask, inp.tokens,
+                           title=f"{v['kind']} mask on {n} tokens")
+    numbers = {"kind": v["kind"], "n": n, "allowed": int(mask.sum()), "most": int(mask.sum(1).max()),
+               "window": choice.applied_window, "blocked_weight": float(blocked_mass(masked, mask)),
+               "causal": causal}
+    return View(fig, numbers, "Blue: a query (row) may look at that key (column); grey: blocked.",
+                link={**link, "kind": v["kind"], "window": w})
+
+
+def mask_kinds(lm) -> list[str]:
+    from tfviz.analysis.masks_demo import KINDS
+
+    return [k for k in KINDS if k != "padding"]
+
+
+# ------------------------------------------------------------------------------ 21-22. cost
+def cost_view(lm, v) -> View:
+    from tfviz.bench.attention import LABELS
+    from tfviz.bench import live
+    from tfviz.viz import cost_figure
+
+    from . import bench
+
+    dev = bench.device()
+    ref = bench.reference(dev) or bench.reference("cpu")
+    if ref is None:
+        raise ValueError("no reference measurement is shipped (docs/bench/)")
+    df, meta = ref
+    pass_ = "fwd" if "fwd" in set(df["pass"]) else df["pass"].iloc[0]
+    clock = live.time_column(meta.get("device", "cpu"), meta.get("threads"), df.columns)
+    kind = v["what"]
+    col = clock[0] if kind == "time" else "peak_bytes"
+    fig = cache.figure(cost_figure, kind, df, pass_, LABELS, **({"time_col": clock[0], "y_title":
+                       f"{clock[1]} per call (s)"} if kind == "time" else {}))
+    numbers = {"what": kind, "machine": live.describe(meta), "rows": {}}
+    d = df[(df["pass"] == pass_) & (df["skipped"].astype(str) == "")]
+    for variant, g in d[d["variant"].isin(CONTRAST)].groupby("variant", sort=False):
+        g = g.sort_values("n").dropna(subset=[col])
+        if len(g) >= 2:
+            numbers["rows"][LABELS.get(variant, variant)] = (int(g["n"].iloc[-2]), float(g[col].iloc[-2]),
+                                                             int(g["n"].iloc[-1]), float(g[col].iloc[-1]))
+    return View(fig, numbers, f"Reference measured on {live.describe(meta)} (the Cost page "
+                "measures this machine).")
+
+
+CONTRAST = ("full-explicit", "window-banded")  # the notice's two variants: every score vs the band
+
+
+def kv_view(lm, v) -> View:
+    from tfviz.paths import zoo_dir
+    from tfviz.viz import paired_bars
+    from tfviz.zoo import findings as zf
+
+    lm_df = zf.lm_family_frame(cache.zoo_cards(zoo_dir()))
+    if not len(lm_df):
+        raise ValueError("the shipped lm / lm-gqa / lm-mqa models are missing")
+    fig = cache.figure(paired_bars, lm_df["model"], lm_df["kv_bytes_per_token"], lm_df["val_loss"],
+                       left_name="KV cache bytes / token", right_name="validation loss",
+                       title="MHA vs GQA vs MQA (card)")
+    numbers = {"rows": [(str(r.model), int(r.kv_bytes_per_token), float(r.val_loss)) for r in lm_df.itertuples()]}
+    return View(fig, numbers, link={"finding": "All models"})
+
+
+# ------------------------------------------------------------------------------ the lesson
+HEAD = Control("head", "Head", "select", heads_of, default_head)
+STEPS: tuple[Step, ...] = (
+    Step("tokens", "tokens", "Text becomes tokens",
+         "A model never reads letters or words directly: a tokenizer cuts the text into pieces and "
+         "gives each piece a number. Cutting by character needs a tiny vocabulary but many pieces; "
+         "cutting by word needs few pieces but meets words it has never seen; BPE learns pieces in "
+         "between from a corpus.",
+         tokens_view, say.tokens, "tokens",
+         controls=(Control("text", "Text", "text", default=DEFAULT_TEXT),
+                   Control("bpe", "BPE vocabulary size", "slider", default=400, lo=263, hi=2000))),
+    Step("one-hot", "vectors", "One-hot vectors know no similarity",
+         "The simplest vector for a token is a row of zeros with a single 1 at its own number. Any two "
+         "such vectors are at right angles, so 'cat' is exactly as far from 'dog' as from 'blue'. A "
+         "trained model learns its own vectors instead, and related words end up close.",
+         onehot_view, say.onehot, "tokens", model="lm", fits=_transformer,
+         controls=(Control("words", "Words to compare", "text", default=default_words),)),
+    Step("word2vec", "vectors", "Vectors learned from a guessing game",
+         "word2vec learns a vector per word by playing a game that does not matter in itself: "
+         "guess which words appear near which. To win it, words used in the same places must get "
+         "similar vectors. We train it here, in seconds, on a small built-in corpus.",
+         word2vec_view, say.word2vec, "why",
+         controls=(Control("word", "Nearest neighbours of", "select", word_choices, "dog"),)),
+    Step("bag", "order", "A bag of words forgets the order",
+         "Averaging or counting a sentence's word vectors gives one vector for the sentence, but the "
+         "order is gone. Two sentences with opposite meanings can get the very same vector.",
+         bag_view, say.bag, "why",
+         controls=(Control("a", "Sentence A", "text", default="the dog chases the cat"),
+                   Control("b", "Sentence B", "text", default="the cat chases the dog"))),
+    Step("rnn-memory", "rnn", "An RNN reads in order, and forgets",
+         "A recurrent network reads one token at a time and carries everything it knows in one "
+         "hidden vector. Here, models were asked to recall a symbol seen some tokens earlier, on "
+         "fresh sequences. The further back the symbol, the harder it is to squeeze through that "
+         "single vector.",
+         recall_view, say.recall, "why"),
+    Step("vanishing", "rnn", "The vanishing gradient",
+         "Learning needs the error at the answer to flow back to the token that mattered. In an "
+         "RNN it passes through every step in between and shrinks at each one. The curves show how "
+         "much of that signal reaches each earlier token.",
+         gradient_view, say.gradient, "why"),
+    Step("bottleneck", "rnn", "One vector for a whole sentence",
+         "An encoder–decoder RNN must pack its whole input into its final hidden vector before it "
+         "writes any output. On a task that reverses a sequence, longer inputs overflow that "
+         "vector; letting the decoder look back at every input word (attention) removes the "
+         "squeeze.",
+         bottleneck_view, say.bottleneck, "why"),
+    Step("paths", "attention", "Attention: every word reaches every word in one step",
+         "Attention drops the chain: to build the vector of a token, it looks at every token of "
+         "the sentence directly and decides how much each one matters. The path between two "
+         "tokens no longer grows with their distance, and all positions are computed at once.",
+         paths_view, say.paths, "why"),
+    Step("qkv", "attention", "Query, key and value",
+         "Each token makes three vectors. Its query says what it is looking for, every token's key "
+         "says what it offers, and every value is what gets passed on. The query is compared with "
+         "every key, the scores become weights that sum to one, and the output is the weighted "
+         "sum of the values.",
+         qkv_view, say.qkv, "attention", model="coref", fits=_self_attention,
+         controls=(HEAD, Control("query", "Query token", "select", _queries,
+                                 lambda lm: lesson_input(lm)[0].query, fmt=_query_label, type=int))),
+    Step("heatmap", "attention", "An attention map",
+         "Doing this for every token gives a square of weights: one row per token that looks, one "
+         "column per token looked at. This is what people mean by 'the attention' of a head, and "
+         "each of its rows is one softmax.",
+         heatmap_view, say.heatmap, "attention", model="coref", fits=_self_attention,
+         controls=(HEAD,)),
+    Step("heads", "heads", "Many heads look for different things",
+         "A layer runs several attention heads side by side, each with its own queries, keys and "
+         "values, and adds up what they find. Trained on one task, different heads learn to "
+         "follow different relations.",
+         heads_view, say.heads, "attention", model="coref", fits=_self_attention),
+    Step("it-heads", "heads", "The heads that resolve \"it\"",
+         "A sentence names two things, then says 'it' or 'its': which of the two is meant? This "
+         "model learned to answer such questions. Follow the pronoun's row in every head: some "
+         "heads send it to one noun, others to the other.",
+         it_heads_view, say.it_heads, "attention", model="coref", fits=_coref,
+         controls=(Control("sentence", "Sentence", "radio", (1, 2), 1, fmt=lambda i, lm: f"mission sentence {i}",
+                           type=int),
+                   Control("pronoun", "Read the pronoun", "radio", ("query", "pronoun"), "query",
+                           fmt=lambda p, lm: {"query": "at the end", "pronoun": "in the sentence"}[p]))),
+    Step("it-effects", "heads", "Does the head that looks decide?",
+         "Where a head looks is not yet why the model answers. Switch each head off in turn and "
+         "measure the answer again: a head whose removal changes nothing was not needed, however "
+         "sharply it looked.",
+         it_effects_view, say.it_effects, "attention", model="coref", fits=_self_attention),
+    Step("order-lost", "positions", "Attention alone has no sense of order",
+         "Attention compares tokens by content only, so without extra information it cannot tell "
+         "'dog chases cat' from 'cat chases dog'. Two shipped models read both sentences: one was "
+         "given no positions, the other learned a vector per position.",
+         order_view, say.order, "why",
+         controls=(Control("a", "Sentence A", "text", default="the dog sees a cat"),
+                   Control("b", "Sentence B", "text", default="the cat sees a dog"))),
+    Step("learned", "positions", "Learned positions: one vector per slot",
+         "The first fix adds a position vector to each token's vector. The simplest kind is "
+         "learned like any weight: one row per position, up to the longest input seen in "
+         "training — and none beyond it.",
+         learned_view, say.learned, "positional", model="pos-learned", fits=_pos("learned")),
+    Step("sinusoidal", "positions", "Sinusoidal positions: waves of many speeds",
+         "The original transformer wrote positions with a formula instead: sines and cosines of "
+         "many wavelengths, one pair of columns per wavelength. Every position gets a different "
+         "row, and the formula works for any length.",
+         sinusoidal_view, say.sinusoidal, "positional",
+         controls=(Control("d", "d_model", "slider", default=64, lo=8, hi=512, step=8),
+                   Control("n", "positions", "slider", default=64, lo=8, hi=256))),
+    Step("extrapolation", "positions", "Longer than anything seen in training",
+         "Models with each kind of position were trained on the same short inputs, then read "
+         "longer ones. A learned table simply has no row for the new positions; the others run, "
+         "with different success.",
+         extrapolation_view, say.extrapolation, "findings"),
+    Step("rope", "rope", "RoPE: position as a rotation",
+         "Rotary embeddings put position where tokens are compared: the query and the key are "
+         "rotated by angles that grow with their positions. Their dot product then depends only "
+         "on how far apart they are, not on where they are.",
+         rope_view, say.rope, "positional", model="pos-rope", fits=_pos("rope"), controls=(HEAD,)),
+    Step("no-peeking", "masks", "A causal mask: no peeking ahead",
+         "A model that writes text must not see the words it has yet to write. Its mask blocks "
+         "every later key, so changing a later token cannot change anything computed before it.",
+         nopeek_view, say.nopeek, "masks", model="lm", fits=_decoder,
+         controls=(Control("pos", "Edit the token at position", "slider", default=4, lo=1,
+                           hi=lambda lm: len(lesson_input(lm)[0].ids) - 1),)),
+    Step("masks", "masks", "Masks decide who sees whom",
+         "A mask is a grid of yes and no: may this query look at this key? The same weights run "
+         "under a causal mask, a sliding window or a window with a few global tokens.",
+         mask_view, say.mask, "masks", model="lm", fits=_self_attention,
+         controls=(Control("kind", "Mask", "select", mask_kinds, "sliding window"),
+                   Control("window", "Window w", "slider", default=3, lo=1,
+                           hi=lambda lm: len(lesson_input(lm)[0].ids)))),
+    Step("cost", "cost", "Full attention costs n²; a window costs n·w",
+         "Every query scores every key, so doubling the length quadruples the work and the memory "
+         "of full attention. A sliding window of w keys grows only linearly. These are real "
+         "timings of the model's own attention kernels.",
+         cost_view, say.cost, "cost",
+         controls=(Control("what", "Show", "radio", ("time", "memory"), "time"),)),
+    Step("kv-cache", "cost", "Sharing keys and values: MHA, GQA, MQA",
+         "While writing, a model keeps the keys and values of every earlier token in a cache. "
+         "Grouped-query and multi-query attention let several query heads share one key/value "
+         "head, so the cache shrinks; the question is what that costs in quality.",
+         kv_view, say.kv, "findings"),
+)
+BY_ID = {s.id: s for s in STEPS}
