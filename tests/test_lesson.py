@@ -39,6 +39,22 @@ def test_a_notice_says_when_the_effect_is_absent() -> None:
     assert "also the head whose pattern" in say.it_effects({**effects, "looks": ("L0H0", "weight", 0.9, -0.1)})
 
 
+def test_the_choice_notice_says_both_the_sentence_and_the_average() -> None:
+    """Issue 31: the agreement step's notice reads the sentence's answers and the held-out
+    pairwise accuracy from the view, says whether the head decides (a guess at <= 65%), and says
+    so when the one sentence and the average disagree."""
+    n = {"text": "the law and the rules ... its application", "head": "L0H1", "referent": "law",
+         "weight": 0.93, "before": ("law", 0.98), "after": ("rule", 0.55), "pairwise": (0.99, 0.52),
+         "on": "300 held-out sentences"}
+    text = say.it_choice(n)
+    assert "**law** (0.98)" in text and "**rule** (0.55)" in text and "99% to 52%" in text
+    assert "the head that looks is the head that decides" in text and "does not change" not in text
+    assert "neither of the two nouns" in say.it_choice({**n, "candidates": ["law", "rule"], "after": ("truck", 0.7)})
+    assert "neither" not in say.it_choice({**n, "candidates": ["law", "rule"]})
+    held = say.it_choice({**n, "after": ("law", 0.9), "pairwise": (0.99, 0.9)})
+    assert "not the whole decision" in held and "does not change" in held
+
+
 def test_every_part_is_a_lecture_stage_in_order() -> None:
     assert list(say.PARTS)[0] == "tokens" and list(say.PARTS)[-1] == "cost" and len(say.PARTS) == 10
 

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import chart, heatmap_z, ok, rerun
+from apptest_helpers import arr, chart, heatmap_z, ok, rerun
 from streamlit.testing.v1 import AppTest
 
 import tfviz
@@ -182,3 +182,50 @@ def test_the_whole_lesson_as_one_html_file() -> None:
     positions = [page.index(f"· {s.title}".replace('"', "&quot;")) for s in STEPS]
     assert positions == sorted(positions)  # in the lesson's order
     assert "What to notice" in page and "<script src" not in page.lower()  # nothing fetched
+
+
+def test_the_choice_step_is_the_agreement_models_head_recomputed_with_plain_hooks() -> None:
+    """Issue 31, item 4 in the lesson: after 'Does the head that looks decide?' (coref: no), the
+    agreement model's pattern head. The figure's pattern is the recorded row, the probabilities
+    with the head off are recomputed with a plain forward hook on its slice of hook_z, and the
+    notice follows the chosen sentence."""
+    from tfviz.paths import zoo_dir
+
+    ck = load_checkpoint(zoo_dir() / "agreement.safetensors")
+    at = rerun(lesson(), lesson_step="it-choice")
+    first = notice(at)
+    head = re.search(r"\*\*(L(\d+)H(\d+))\*\* puts", first)
+    assert head, first
+    layer, h = int(head.group(2)), int(head.group(3))
+    fig = chart(at, "lesson_it-choice")
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    for sentence in (1, 2):
+        if sentence == 2:
+            at = rerun(at, **{[r.key for r in at.radio if r.label == "Sentence"][0]: 2})
+            fig = chart(at, "lesson_it-choice")
+            bars = [t for t in fig["data"] if t["type"] == "bar"]
+            assert notice(at) != first and "their" in notice(at)
+        ex = ck.build_task().mission_sentences()[sentence - 1]
+        x, q = torch.tensor([ex.tokens]), ex.meta["query_index"]
+        rec = tfviz.record(ck.model, x, names=[f"blocks.{layer}.attn.hook_pattern"])
+        np.testing.assert_allclose(arr(bars[0]["y"]), rec[f"blocks.{layer}.attn.hook_pattern"][0, h, q].numpy(),
+                                   atol=1e-6)
+        mod = dict(ck.model.named_modules())[f"stack.blocks.{layer}.attn.hook_z"]
+
+        def zero(m, i, z):
+            z = z.clone()
+            z[:, :, h] = 0
+            return z
+        handle = mod.register_forward_hook(zero)
+        try:
+            with torch.no_grad():
+                off = ck.model(x)[0, q].softmax(-1)
+        finally:
+            handle.remove()
+        names = [t["name"] for t in bars[1:]]  # P(law), P(rule)
+        i_off = list(bars[1]["x"]).index(f"{head.group(1)} off")
+        for t, name in zip(bars[1:], names):
+            word = name[2:-1]
+            assert abs(arr(t["y"])[i_off] - off[ck.tokenizer.token_to_id(word)].item()) < 1e-5, (name, sentence)
+        top = ck.tokenizer.tokens_of([int(off.argmax())])[0]
+        assert f"answer becomes **{top}** ({off.max().item():.2f})" in notice(at)

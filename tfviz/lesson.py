@@ -177,6 +177,26 @@ def it_effects(n: dict) -> str:
     return out
 
 
+def it_choice(n: dict) -> str:
+    """The agreement model's head: what the sentence's answer becomes with it off, and what the
+    held-out pairwise accuracy does — both said, and whether the head decides (≤ 65%: a guess)."""
+    (a0, p0), (a1, p1) = n["before"], n["after"]
+    base, off = n["pairwise"]
+    out = (f"On “{n['text']}” the model answers **{a0}** ({_w(p0)}); **{n['head']}** puts "
+           f"{_w(n['weight'])} of the pronoun's attention on '{n['referent']}'. Switched off, the "
+           f"answer becomes **{a1}** ({_w(p1)})"
+           + (", neither of the two nouns" if n.get("candidates") and a1 not in n["candidates"] else "")
+           + f". Over {n['on']}, choosing the right noun of the two "
+           f"falls from {base:.0%} to {off:.0%}")
+    if off <= 0.65:
+        out += ": a guess. Here the head that looks is the head that decides."
+    else:
+        out += ": still mostly right, so this head's look is not the whole decision."
+    if a1 == a0:
+        out += " (On this one sentence the answer does not change; the average is over many.)"
+    return out
+
+
 def order(n: dict) -> str:
     first = ", ".join(f"{label} {x:.2g}" for label, x in n["first"].items())
     last = ", ".join(f"{label} **{x:.2g}**" for label, x in n["last"].items())

@@ -108,6 +108,10 @@ def _task(card: dict) -> str | None:
     return (card.get("task") or {}).get("name")
 
 
+def _agreement(card: dict) -> bool:
+    return _decoder(card) and _task(card) == "agreement"
+
+
 def _coref(card: dict) -> bool:
     return _decoder(card) and _task(card) == "coref"
 
@@ -459,6 +463,30 @@ def it_heads_view(lm, v) -> View:
                                     "tab": "Pronoun probe"})
 
 
+def _got(value, what: str):
+    """A shared computation's value; None (another tab of this session is computing a grid, said
+    by ``effects.computed``) as the lesson's own refusal."""
+    if value is None:
+        raise ValueError(f"{what} is not available right now (another tab of yours is computing one); "
+                         "come back to this step in a moment")
+    return value
+
+
+def _head_grid(lm, inp, site):
+    """Every head switched off on the task's held-out data (or this input): the Effects tab's own
+    grid for the same model (one shared result, its key and settings)."""
+    from tfviz.analysis import effects as ef
+
+    from . import effects
+
+    data = "task" if lm.task_name in effects.TASK_DATA else "input"
+    key = ("heads", data, site.label, inp.key if data == "input" else None)  # the Effects tab's
+    df = effects.computed(lm, key, lambda p, m: ef.head_effects(
+        m, effects._probe(lm, inp, data, m), stack=site.stack, attention=site.attention, progress=p,
+        spread=data != "input"), f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off")
+    return _got(df, "The head grid"), data, key
+
+
 def it_effects_view(lm, v) -> View:
     from tfviz import viz
     from tfviz.analysis import effects as ef
@@ -466,11 +494,7 @@ def it_effects_view(lm, v) -> View:
     from . import effects
 
     inp, link, _, site = _recorded(lm)
-    data = "task" if lm.task_name in effects.TASK_DATA else "input"
-    key = ("heads", data, site.label, inp.key if data == "input" else None)  # the Effects tab's
-    df = effects.computed(lm, key, lambda p: ef.head_effects(
-        lm.model, effects._probe(lm, inp, data), stack=site.stack, attention=site.attention, progress=p),
-        f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off")
+    df, data, key = _head_grid(lm, inp, site)
     metrics = list(df.attrs["baseline"])
     m = "pairwise accuracy" if "pairwise accuracy" in metrics else metrics[0]
     higher = ef.higher_is_better(df, m)
@@ -490,6 +514,45 @@ def it_effects_view(lm, v) -> View:
                "worst": (str(df["name"].iloc[worst]), float(delta[worst])), "looks": looks}
     return View(fig, numbers, "A head switched off: its output set to zero for the whole input, "
                 "every other head left as it was.", link=_attention_link(lm, link, "Effects"))
+
+
+def it_choice_view(lm, v) -> View:
+    """The agreement model (issue 31): the head whose pattern picks the referent most, its pattern
+    from the final pronoun on the chosen mission sentence beside what the model answers with each
+    head switched off, and the held-out pairwise accuracy with that head off."""
+    from tfviz import viz
+    from tfviz.zoo import causal as zc
+
+    from . import effects
+
+    sentence = int(v["sentence"])
+    inp, link, _, site = _recorded(lm)
+    df, _, _ = _head_grid(lm, inp, site)
+    task = cache.task_of(lm)
+    s = _got(effects.computed(lm, ("findings_agreement_sentence", sentence),  # Findings' own result
+                              lambda p, m: zc.mission_effects(m, task, None, [task.mission_sentences()[sentence - 1]])[0],
+                              "Switching each head off on the sentence"), "The sentence's answers")
+    pick = df.attrs["pattern"][0]  # picks the referent over the other noun
+    row = df.iloc[int(df[pick].to_numpy().argmax())]
+    head = str(row["name"])
+    layer, h = int(row["layer"]), int(row["head"])
+    a = s["answers"].set_index("heads off")
+    probs = s["answers"][[f"P({w})" for w in s["candidates"]]].to_numpy()
+    fig = cache.figure_for(("lesson-choice", *lm.key, sentence, head), viz.pattern_and_effect,
+                           s["pattern"][layer, h], s["tokens"], s["candidates"], s["positions"],
+                           list(s["answers"]["heads off"]), probs, head=head, query=s["query"],
+                           title=f"{head}: where the pronoun looks, and each head switched off")
+    m = zc.PAIR
+    referent = s["candidates"][s["referent"]]
+    numbers = {"text": s["text"], "head": head, "referent": referent, "candidates": list(s["candidates"]),
+               "weight": float(s["weights"][referent][layer, h]),
+               "before": (str(a.loc["none", "answer"]), float(a.loc["none", "P(answer)"])),
+               "after": (str(a.loc[head, "answer"]), float(a.loc[head, "P(answer)"])),
+               "pairwise": (float(df.attrs["baseline"][m]), float(row[m])),
+               "on": effects.TASK_DATA.get(lm.task_name, "held-out sentences")}
+    return View(fig, numbers, "Left: the chosen head's attention from the pronoun at the end. Right: "
+                "the probability of each noun's answer with every head on, then with each head "
+                "switched off in turn.", link=_attention_link(lm, link, "Effects", layer, h))
 
 
 # ------------------------------------------------------------------------------ 14-17. positions
@@ -783,6 +846,13 @@ STEPS: tuple[Step, ...] = (
          "measure the answer again: a head whose removal changes nothing was not needed, however "
          "sharply it looked.",
          it_effects_view, say.it_effects, "attention", model="coref", fits=_self_attention),
+    Step("it-choice", "heads", "When the look is the choice",
+         "Now two nouns of the same kind: 'the law and the rules ... its application'. Only the "
+         "pronoun's number, its or their, says which noun is meant, so the model must look back "
+         "at the right noun to answer. Here a head's look can be the decision itself.",
+         it_choice_view, say.it_choice, "attention", model="agreement", fits=_agreement,
+         controls=(Control("sentence", "Sentence", "radio", (1, 2), 1, type=int,
+                           fmt=lambda i, lm: {1: "… its application …", 2: "… their application …"}[i]),)),
     Step("order-lost", "positions", "Attention alone has no sense of order",
          "Attention compares tokens by content only, so without extra information it cannot tell "
          "'dog chases cat' from 'cat chases dog'. Two shipped models read both sentences: one was "
