@@ -138,7 +138,7 @@ def test_findings_page_tells_the_pronoun_story_from_heads_switched_off(monkeypat
 
     monkeypatch.delenv("TFVIZ_ZOO_DIR", raising=False)
     at = open_page("findings")
-    assert "L0H0 above all" in text(at) and "Attention is not explanation" in text(at)
+    assert "layer 0 delivers the category" in text(at) and "Attention is not explanation" in text(at)
     fig = chart(at, "find_coref_effect")
     points = {n: y for t in fig["data"] for n, y in zip(t["text"], arr(t["y"]))}
     # independently: pairwise accuracy (referent's logit above the other noun's) with L0H0 off

@@ -603,7 +603,7 @@ def findings_agreement(am, sentence: int) -> None:
                             {"metric": zc.PAIR, "data": f"{d['n']['held-out']} held-out sentences",
                              "base": base, "off": base + h.loc[head, f"Δ {zc.PAIR}"]}))
     st.markdown(zc.agreement_story(d))
-    c1, c2 = column_pairs(2)
+    c1, c2 = chart_cells(2)
     with c1:
         st.dataframe(d["sets"].round(3), hide_index=True, key="find_agree_sets")
     with c2:
@@ -625,7 +625,7 @@ def findings_contrast(cm, am) -> None:
     if c is None:
         return
     st.markdown(f"**{c['summary']}**")
-    cols = column_pairs(2)
+    cols = chart_cells(2)
     for col, key, title in zip(cols, ("coref", "agreement"),
                                ("coref: the pattern points at the noun", "agreement: the pattern is the choice")):
         side = c[key]

@@ -23,7 +23,7 @@ from tfviz.analysis import weights as wt
 
 from . import cache
 from .figures import show
-from .widgets import column_pairs
+from .widgets import chart_cells
 
 
 def _changed_input(lm, inp, tab):
@@ -94,7 +94,7 @@ def gradients_and_paths(lm, inp, site, layer: int, head: int, tab) -> None:
                                   e.change.ravel(), r.change.ravel(), metric=metric_name, correlation=c["correlation"],
                                   title=f"{short}: estimate vs real"), f"eff_grad_{g}"))
     st.markdown("\n".join(lines))
-    for col, (fig, key) in zip(column_pairs(len(figs)), figs):
+    for col, (fig, key) in zip(chart_cells(len(figs)), figs):
         with col:
             show(fig, key)
     st.caption("The estimate is a first-order Taylor expansion: exact where the metric is linear in the "
@@ -128,7 +128,7 @@ def gradients_and_paths(lm, inp, site, layer: int, head: int, tab) -> None:
         figs.append((cache.figure(viz.head_value_heatmap, share, what="share restored",
                                   hover="{name} → " + f"L{layer}H{head} {what}: " + "{value:+.3f} of the clean answer",
                                   title=f"Into L{layer}H{head}'s {name}", limit=1.0), f"eff_path_{what}"))
-    for col, (fig, key) in zip(column_pairs(len(figs)), figs):
+    for col, (fig, key) in zip(chart_cells(len(figs)), figs):
         with col:
             show(fig, key)
     best = {w: np.nanargmax(np.abs(e[w].values - d["corrupt"])) for w in pp.INPUTS}
@@ -190,7 +190,7 @@ def weights_and_composition(lm, inp, site, layer: int, head: int, tab) -> None:
                 title = f"{name} into later {what} ({m})"
             figs.append((cache.figure(viz.head_value_heatmap, z, what=f"{m}-composition", hover=hover,
                                       title=title, zero_centred=False), f"eff_comp_{m}"))
-        for col, (fig, key) in zip(column_pairs(len(figs)), figs):
+        for col, (fig, key) in zip(chart_cells(len(figs)), figs):
             with col:
                 show(fig, key)
     st.caption("Composition score (Elhage et al. 2021): ||OV_1 · M_2||_F / (||OV_1||_F ||M_2||_F) with M_2 the later "

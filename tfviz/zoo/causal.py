@@ -77,8 +77,10 @@ def coref_effects(model, task, n_test: int = COREF_TEST, n_fresh: int = COREF_FR
         df.insert(1, "sentences", f"{name} ({len(data[name])})")
         frames.append(df)
     out = pd.concat(frames, ignore_index=True)[["heads off", "sentences", VOCAB, PAIR, CATEGORY, "P(referent)"]]
+    control = category_control(model, task, data["held-out"] + data["fresh"], sets[f"all of layer {last}"],
+                               f"all of layer {last}")
     return {"heads": heads, "sets": out, "pattern_heads": pattern_heads,
-            "effect_heads": effect_heads, "set_members": sets,
+            "effect_heads": effect_heads, "set_members": sets, "control": control,
             "n": {k: len(v) for k, v in data.items()}}
 
 
@@ -101,6 +103,86 @@ def _category_metric(examples, tokenizer):
     return f
 
 
+OTHER_IN_CAT = "another noun of the referent's category, not in the sentence"
+DISTRACTOR = "the other noun of the sentence"
+DECIDING_CAT = "a noun of the deciding word's category"
+IN_SENTENCE = "a noun of the sentence"
+
+
+def _padded_batch(examples) -> tuple[torch.Tensor, torch.Tensor]:
+    n = max(len(e.tokens) for e in examples)
+    x = torch.tensor([list(e.tokens) + [0] * (n - len(e.tokens)) for e in examples])
+    return x, torch.tensor([e.meta["query_index"] for e in examples])
+
+
+def neither_fits(task, examples) -> list:
+    """``examples`` with the deciding word (predicate or part) replaced by one of a third category
+    that fits neither noun (deterministic per sentence): the deciding word's category is then
+    none of the sentence's nouns'. meta["category"] becomes the new word's category."""
+    from ..tasks.base import Example
+    from ..tasks.coref import CATEGORIES
+
+    tok, out = task.tokenizer, []
+    noun_cat = {n: c for c, (ns, _, _) in CATEGORIES.items() for n in ns}
+    for e in examples:
+        at, cat = e.meta.get("attribute_index"), e.meta.get("category")
+        if at is None:
+            continue
+        nouns = tok.tokens_of([e.tokens[i] for i in e.meta["candidate_indices"]])
+        taken = {noun_cat[n] for n in nouns}
+        is_part = e.meta["attribute"] in CATEGORIES[cat][2]
+        third = sorted(c for c in CATEGORIES if c not in taken)
+        c = third[sum(e.tokens) % len(third)]
+        words = CATEGORIES[c][2 if is_part else 1]
+        new = words[(sum(e.tokens) // len(third)) % len(words)]
+        tokens = list(e.tokens)
+        tokens[at] = tok.token_to_id(new)
+        out.append(Example(tokens, list(e.targets), text=e.text, meta={**e.meta, "category": c, "attribute": new}))
+    return out
+
+
+def category_control(model, task, examples, last_layer: list[str], name: str = "the last layer") -> dict:
+    """Issue 36's control of the coref story: what the model answers with its last layer off.
+    On ``examples`` (the task's sentences): the share of top words that are ``OTHER_IN_CAT``
+    (a noun of the referent's category the sentence does not name) and ``DISTRACTOR``. On the
+    same sentences with the deciding word replaced by one that fits neither noun
+    (``neither_fits``), the share that are ``DECIDING_CAT`` and ``IN_SENTENCE``, with every head
+    on and with the last layer off. -> {"answers": DataFrame, "n": sentences, "n_neither": ...}."""
+    from ..analysis.interventions import effect
+    from ..tasks.coref import CATEGORIES
+
+    tok = task.tokenizer
+    cat_ids = {c: {tok.token_to_id(n) for n in ns} for c, (ns, _, _) in CATEGORIES.items()}
+    variants = {"none": [], name: _sites(last_layer)}
+
+    def shares(exs, rules):
+        x, q = _padded_batch(exs)
+        meta = [(e.meta["category"], {int(e.tokens[i]) for m in e.meta["candidate_mentions"] for i in m},
+                 int(e.tokens[e.meta["candidate_indices"][1 - e.meta["referent"]]]) if e.meta.get("referent") is not None else None)
+                 for e in exs]
+
+        def metric(name):
+            def f(logits):
+                top = logits[torch.arange(logits.shape[0]), q.to(logits.device)].argmax(-1).cpu().tolist()
+                return torch.tensor([float(rules[name](t, *m)) for t, m in zip(top, meta)]).mean()
+            return f
+        vals = effect(model, (x,), list(variants.values()), {k: metric(k) for k in rules}, reduce="mean")
+        return vals  # [variant, rule]
+
+    same = {OTHER_IN_CAT: lambda t, cat, named, other: t in cat_ids[cat] and t not in named,
+            DISTRACTOR: lambda t, cat, named, other: t == other}
+    third = {DECIDING_CAT: lambda t, cat, named, other: t in cat_ids[cat],
+             IN_SENTENCE: lambda t, cat, named, other: t in named}
+    moved = neither_fits(task, examples)
+    a, b = shares(examples, same), shares(moved, third)
+    rows = []
+    for i, name in enumerate(variants):
+        rows.append({"heads off": name, **{k: a[i, j] for j, k in enumerate(same)},
+                     **{f"neither fits: {k}": b[i, j] for j, k in enumerate(third)}})
+    return {"answers": pd.DataFrame(rows), "n": len(examples), "n_neither": len(moved),
+            "off": list(variants)[1]}
+
+
 def _row(d: dict, name: str, data: str) -> pd.Series:
     s = d["sets"]
     return s[(s["heads off"] == name) & s["sentences"].str.startswith(data)].iloc[0]
@@ -118,7 +200,8 @@ def coref_checks(d: dict) -> dict[str, bool]:
     falls by at least 5 points with them off; choice_elsewhere: the head whose removal hurts the
     choice most is not a pattern head and sits in an earlier layer; choice_needs_it: without it
     the pairwise accuracy is below KEEPS on both; category_before_last_layer: with the whole last
-    layer off the top word is still a noun of the referent's category (>= KEEPS, both)."""
+    layer off the top word is still a noun of the referent's category (>= KEEPS, both);
+    category_first: ``category_first`` of the control (when measured)."""
     ph, eh = d["pattern_heads"], d["effect_heads"][0]
     if not ph:
         return {"pattern_heads": False}
@@ -130,7 +213,18 @@ def coref_checks(d: dict) -> dict[str, bool]:
         "choice_elsewhere": eh not in ph and layer(eh) < min(layer(n) for n in ph),
         "choice_needs_it": all(_row(d, eh, k)[PAIR] < KEEPS for k in ("held-out", "fresh")),
         "category_before_last_layer": all(_row(d, _last(d), k)[CATEGORY] >= KEEPS for k in ("held-out", "fresh")),
+        **({"category_first": category_first(d["control"])} if d.get("control") is not None else {}),
     }
+
+
+def category_first(control: dict) -> bool:
+    """The control's claim (issue 36): the layers before the last deliver the category, the last
+    picks the sentence's noun — with the last layer off no answer is the other noun (<= 2%) and,
+    where the deciding word fits neither noun, the answers are nouns of its category (>= KEEPS)
+    and not nouns of the sentence (<= 2%)."""
+    a, off = control["answers"].set_index("heads off"), control["off"]
+    return bool(a.loc[off, DISTRACTOR] <= 0.02 and a.loc[off, f"neither fits: {DECIDING_CAT}"] >= KEEPS
+                and a.loc[off, f"neither fits: {IN_SENTENCE}"] <= 0.02)
 
 
 def _last(d: dict) -> str:
@@ -183,11 +277,30 @@ def coref_story(d: dict) -> str:
                f"referent in {100 * heads.loc[e1, pick]:.0f}% of sentences): switched off, the "
                f"pairwise accuracy falls to {_span(d, e1, PAIR)}; with {e2} off, "
                f"{_span(d, e2, PAIR)}.")
-    if c["pattern_keeps_choice"] and c["choice_elsewhere"]:
-        out.append(f"So the heads the pattern shows carry the already-chosen noun to the output; "
-                   f"the choice is made earlier, in layer {e1[1:e1.index('H')]} — {e1} above all. "
-                   "Attention is not explanation: where a head looks does not say whether the "
+    ctl = d.get("control")
+    last_l = int(last.split()[-1])
+    before = "layer 0" if last_l == 1 else f"layers 0–{last_l - 1}"
+    if ctl is not None:
+        a, off = ctl["answers"].set_index("heads off"), ctl["off"]
+        nf = lambda k, v=off: 100 * a.loc[v, f"neither fits: {k}"]  # noqa: E731
+        out.append(f"The control: with {last} off, {100 * a.loc[off, OTHER_IN_CAT]:.0f}% of the answers are "
+                   f"another noun of the referent's category that the sentence does not name, and "
+                   f"{100 * a.loc[off, DISTRACTOR]:.0f}% the other noun; in {ctl['n_neither']} sentences whose "
+                   f"deciding word fits neither noun, {before} alone answers a noun of that word's category "
+                   f"in {nf(DECIDING_CAT):.0f}% and a noun of the sentence in {nf(IN_SENTENCE):.0f}% (the whole "
+                   f"model: {nf(DECIDING_CAT, 'none'):.0f}% and {nf(IN_SENTENCE, 'none'):.0f}%).")
+    if c.get("category_first") and c["pattern_keeps_choice"]:
+        out.append(f"So {before} delivers the category, read from the deciding word, and layer {last_l} "
+                   "picks the noun of that category the sentence names. In this task the other noun is "
+                   "always of another category, so the category alone already tells the two nouns apart: "
+                   f"that is why {e1} off lowers the pairwise accuracy, and why the heads the pattern shows "
+                   "can be switched off with the pairwise choice intact while the whole-vocabulary answer "
+                   "drops. Attention is not explanation: where a head looks does not say whether the "
                    "answer depends on it.")
+    elif c["pattern_keeps_choice"] and c["choice_elsewhere"]:
+        out.append(f"So the heads the pattern shows are not needed for the choice between the two nouns; "
+                   f"it depends on earlier heads, {e1} above all. Attention is not explanation: where a "
+                   "head looks does not say whether the answer depends on it.")
     else:
         out.append("Here pattern and effect agree on which heads matter.")
     return " ".join(out)
@@ -520,6 +633,12 @@ def coref_markdown(d: dict) -> str:
     lines = [SECTION, "", coref_story(d).replace("**", ""), "",
              "Head sets switched off (zeroed outputs), both metrics:", ""]
     lines += _table(d["sets"], ["heads off", "sentences", VOCAB, PAIR, CATEGORY], pct=(VOCAB, PAIR, CATEGORY))
+    if d.get("control") is not None:
+        c = d["control"]
+        lines += ["", f"The control: what the top word is ({c['n']} sentences; 'neither fits': the same "
+                  f"sentences with the deciding word replaced by one that fits neither noun):", ""]
+        cols = [x for x in c["answers"].columns if x != "heads off"]
+        lines += _table(c["answers"], ["heads off", *cols], pct=tuple(cols))
     lines += ["", "Every head, pattern vs effect (held-out sentences):", ""]
     h = d["heads"]
     lines += _table(h, ["name", "picks the referent over the other noun", "weight on the referent",
