@@ -110,6 +110,25 @@ def _may_start(lm, full: tuple, cost: iv.GridCost, what: str, inputs) -> tuple[b
     return st.button(f"Compute ({about})", key=key, icon=":material/play_arrow:"), about
 
 
+def starts_by_itself(lm, cost: iv.GridCost) -> bool:
+    """Whether a grid of this cost starts without a button (``_may_start``'s rule, nothing drawn)."""
+    from tfviz import limits
+
+    if next(lm.model.parameters()).device.type != "cpu":
+        return True
+    limit = limits.grid_max_flops()
+    return not (limit and cost.flops > limit) and cost.flops <= limits.grid_auto_flops()
+
+
+def stored(lm, key: tuple, others=()):
+    """``computed``'s result for (model, key) when some session has computed it, else None (never
+    starts a computation)."""
+    from tfviz.classroom.results import MISSING
+
+    hit = _store().peek((*lm.key, *(o.key for o in others), *key))
+    return None if hit is MISSING else hit
+
+
 def computed(lm, key: tuple, compute, what: str, others=(), cost: tuple | None = None, owner=None):
     """``compute(progress, model, *other_models)`` once per (model, key) for the server, on
     private copies of the models (``interventions.private``: taken under the models' locks,
@@ -272,6 +291,8 @@ def _spreads(df, m: str, layer: int, head: int, higher: bool) -> None:
                    "the same example unchanged). A head is called clear only when its interval leaves out "
                    "no change. ± in the numbers above is half the interval's width. The spread is over "
                    "the examples drawn, not over training runs.")
+
+
 def answer_line(lm, inp, site, layer: int, head: int, metric: str) -> str | None:
     """What the model answers on this input with the head off (top token and probability) and,
     for a task with held-out data, what the held-out average of ``metric`` does, in one line."""
@@ -287,12 +308,16 @@ def answer_line(lm, inp, site, layer: int, head: int, metric: str) -> str | None
         return None
     (before, after) = [(lm.tokenizer.tokens_of([a])[0], pa) for a, pa in ans]
     average, df = None, None
-    if lm.task_name in TASK_DATA and site.stack == "":  # the grid heads_off shows for the task
-        df = computed(lm, ("heads", "task", site.label, None),
-                      lambda p, mod: ef.head_effects(mod, _probe(lm, inp, "task", mod), stack=site.stack,
-                                                     attention=site.attention, progress=p, spread=True),
-                      f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off",
-                      cost=_grid_cost(lm, _inputs(lm, inp, "task"), iv.head_grid_layers(lm.model)))
+    if lm.task_name in TASK_DATA and site.stack == "":  # the grid heads_off shows for the task:
+        key = ("heads", "task", site.label, None)  # stored, or computed when small enough to start by
+        df = stored(lm, key)                       # itself (never a second button under the first)
+        cost = _grid_cost(lm, _inputs(lm, inp, "task"), iv.head_grid_layers(lm.model))
+        if df is None and starts_by_itself(lm, cost[0]):
+            df = computed(lm, key,
+                          lambda p, mod: ef.head_effects(mod, _probe(lm, inp, "task", mod), stack=site.stack,
+                                                         attention=site.attention, progress=p, spread=True),
+                          f"Switching each of {lm.config.n_layers * lm.config.n_heads} heads off on the task",
+                          cost=cost)
     if df is not None:
         m = metric if metric in df.attrs["baseline"] else df.attrs["headline"]
         row = df[(df["layer"] == layer) & (df["head"] == head)].iloc[0]
