@@ -244,6 +244,18 @@ def write(page: str) -> dict[str, str]:
     return want
 
 
+def wrote(name: str, value: str | None) -> None:
+    """A setting the app itself just wrote into the URL during the page (the picked model, by
+    ``ui.picker``): part of what was written, so the next run does not take it for a link
+    opened (which would apply the URL's settings again and keep them through a model change)."""
+    written = dict(st.session_state.get(WRITTEN) or {})
+    if value is None:
+        written.pop(name, None)
+    else:
+        written[name] = value
+    st.session_state[WRITTEN] = written
+
+
 def url(page: str, params: dict[str, str]) -> str:
     """The full link (this server's address, the page, its settings; never the session id)."""
     base = ""

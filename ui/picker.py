@@ -34,11 +34,15 @@ def _to_url(ref) -> None:
     picker chose itself is not a pick, and is not kept."""
     from .session import URL_MODEL
 
+    from .links import wrote
+
     if st.session_state.get(DEFAULTED) == ref.path:
         st.session_state.pop(URL_MODEL, None)
         st.query_params.pop("model", None)
+        wrote("model", None)
     elif st.query_params.get("model") != model_id(ref) or st.session_state.get(URL_MODEL) != model_id(ref):
         st.session_state[URL_MODEL] = st.query_params["model"] = model_id(ref)
+        wrote("model", model_id(ref))
 
 
 def _picked() -> None:

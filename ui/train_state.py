@@ -613,6 +613,7 @@ def apply_shape() -> None:
         return
     if before:  # from one shape to another: start from what the form had before either
         ss.update({P + k: v for k, v in before.items()})
+        f.update(before)  # the form's one copy (``restore`` writes it into the fields)
     model = _form_model(ss)
     want = adapter.shaped(model)
     changed, kept = [], {}
