@@ -8,7 +8,7 @@ from tfviz.analysis import compare as cmp
 from tfviz.analysis.positional import compare_lengths, train_length
 from tfviz.bench.measure import STEP_WARMUP
 from tfviz.tasks import TASKS, cached_task
-from tfviz.train.pairs import DEFAULT_VALUES, MAX_RUNS, SETTINGS, parse_values, preset_pair
+from tfviz.runs.pairs import DEFAULT_VALUES, MAX_RUNS, SETTINGS, parse_values, preset_pair
 from ui import cache
 from ui import compare as uc
 from ui.figures import show

@@ -10,7 +10,7 @@ from tfviz.model.recurrent import ARCHS as RECURRENT_ARCHS
 from tfviz.tasks import TASKS
 from tfviz.train.config import MAX_LR
 from tfviz.train.presets import claim_for, kinds_for
-from tfviz.train.store import StoreUnavailable
+from tfviz.runs.store import StoreUnavailable
 from ui import export, finetune, phase, train_state as ts
 from ui.figures import charts_later, show
 from ui.jobs import job_manager, my_jobs, store_trouble

@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (server logs, store)")
     args = ap.parse_args(argv)
 
-    from tfviz.train.ray_runs import LocalCluster, connect
+    from tfviz.runs.ray import LocalCluster, connect
 
     root = Path(tempfile.mkdtemp(prefix="tfviz-sim-"))
     env = {"TFVIZ_CHECKPOINT_DIR": str(shared_folder(root)), "TFVIZ_RAY_STORE_DIR": str(root / "store"),

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from tfviz.tasks import make_task
     from tfviz.train import TrainConfig
     from tfviz.train.setup import model_config_for
-    from tfviz.train.store import SqliteRunStore
+    from tfviz.runs.store import SqliteRunStore
 
     task = {"name": "copy", "arch": "decoder", "n_symbols": 6, "min_len": 2, "max_len": 5, "n_train": 200,
             "n_val": 20, "n_test": 20}

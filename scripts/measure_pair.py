@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main(argv: list[str]) -> int:
     from tfviz.tasks import cached_task
-    from tfviz.train.jobs import JobManager
-    from tfviz.train.pairs import DEFAULT_VALUES, parse_values, preset_pair, submit_pair
+    from tfviz.runs.jobs import JobManager
+    from tfviz.runs.pairs import DEFAULT_VALUES, parse_values, preset_pair, submit_pair
     from tfviz.train.presets import QUICK
 
     task_name = argv[0] if argv else "lm"

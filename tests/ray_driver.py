@@ -1,5 +1,5 @@
 """A second app server, as far as runs go: a process that joins the test's Ray cluster as a driver
-and submits or lists runs through ``tfviz.train.ray_runs`` (tests/test_ray_runs.py runs it).
+and submits or lists runs through ``tfviz.runs.ray`` (tests/test_ray_runs.py runs it).
 
     python tests/ray_driver.py ADDRESS submit OWNER STEPS CHECKPOINT   prints {"id": ...}, then
                                                     {"running": step} once the run trains, then waits
@@ -34,8 +34,8 @@ def model_config():
 
 
 def manager(address: str):
-    from tfviz.train.ray_runs import connect
-    from tfviz.train.runs import RunManager
+    from tfviz.runs.ray import connect
+    from tfviz.runs.manager import RunManager
 
     store, executor = connect(address)
     return RunManager(store, executor, max_concurrent=executor.capacity(), per_owner=2)

@@ -26,7 +26,7 @@ import pytest
 from tfviz.tasks import make_task
 from tfviz.train import TrainConfig
 from tfviz.train.setup import model_config_for
-from tfviz.train.store import (NewRun, SqliteRunStore, StoreUnavailable, attempt_files, file_key,
+from tfviz.runs.store import (NewRun, SqliteRunStore, StoreUnavailable, attempt_files, file_key,
                                process_start)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,7 +63,7 @@ def _wait(predicate, timeout: float = DEADLINE_S, what: str = "condition"):
 def _queue(store: SqliteRunStore, folder: Path, steps: int, owner: str | None = SID_A, name: str = "run",
            client: str | None = None, trained: bool = True) -> str:
     """A run queued as the app queues one (its checkpoint in the owner's trained/ folder)."""
-    from tfviz.train.runs import RunManager
+    from tfviz.runs.manager import RunManager
 
     where = folder / "user" / owner / "trained" if trained and owner else folder / "runs"
     where.mkdir(parents=True, exist_ok=True)
@@ -615,7 +615,7 @@ def test_start_on_a_locked_or_read_only_store_says_why(tiny_zoo, tmp_path, monke
 
 def test_the_store_faults_are_sentences(tmp_path):
     """Locked, read-only, full, damaged: each SQLite error becomes its sentence (never a path)."""
-    from tfviz.train.store import store_message
+    from tfviz.runs.store import store_message
 
     cases = {"locked": sqlite3.OperationalError("database is locked"),
              "readonly": sqlite3.OperationalError("attempt to write a readonly database"),
@@ -638,7 +638,7 @@ def test_one_students_tabs_count_as_one_and_queue_behind_another_students_first(
     """Defect 10: six sessions of one browser (one client) get at most the per-student limit of
     runs between them; another student's first run stands before their queued one; while it
     waits, the student holding both slots gives one up."""
-    from tfviz.train.store import JobLimitError
+    from tfviz.runs.store import JobLimitError
 
     store = SqliteRunStore(tmp_path / "runs.sqlite", lease_s=60)
     store.set_slots(2)
@@ -666,8 +666,8 @@ def test_start_next_pauses_the_longest_running_run_if_no_slot_frees(tmp_path):
     """Defect 10: both slots hold long runs; the teacher's "Start next" on a queued run: when no
     slot has freed within TFVIZ_START_NEXT_WAIT_S, the run that has held its slot longest is
     paused (checkpointed, queued to resume) and the chosen run trains."""
-    from tfviz.train.executor import LocalProcessExecutor
-    from tfviz.train.runs import RunManager
+    from tfviz.runs.executor import LocalProcessExecutor
+    from tfviz.runs.manager import RunManager
 
     folder = tmp_path / "ck"
     env = _env(folder, TFVIZ_MAX_JOBS="2", TFVIZ_START_NEXT_WAIT_S="2", TFVIZ_RUN_LEASE_S="3")

@@ -18,7 +18,8 @@ import hf_folders  # noqa: E402
 import tfviz  # noqa: E402
 from tfviz.tasks import make_task  # noqa: E402
 from tfviz.tasks.base import Example, collate  # noqa: E402
-from tfviz.train import JobManager, TrainConfig  # noqa: E402
+from tfviz.runs import JobManager  # noqa: E402
+from tfviz.train import TrainConfig  # noqa: E402
 from tfviz.train.checkpoint import load_checkpoint  # noqa: E402
 
 _WORDS = " ".join(hf_folders.CORPUS[:4]).split()

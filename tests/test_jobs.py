@@ -9,7 +9,8 @@ import torch
 
 from tfviz.train.checkpoint import load_checkpoint
 from tfviz.tasks import make_task
-from tfviz.train import JobManager, TrainConfig
+from tfviz.runs import JobManager
+from tfviz.train import TrainConfig
 from tfviz.train.setup import model_config_for
 
 from stand_ins import ExplodingTask

@@ -28,6 +28,7 @@ RANKS = {
     "tfviz.lesson": 3,   # the lesson's words from numbers (no torch, no Streamlit)
     "tfviz.train": 4,    # training, and the checkpoint it writes (tfviz.train.checkpoint)
     "tfviz.publish": 5, "tfviz.zoo": 5,
+    "tfviz.runs": 5,     # runs as records: store, workers, executors, Ray, the managers (above train)
     "tfviz.interop": 5,  # outside formats: Hugging Face folders -> Checkpoint, GPT-2 out
     "tfviz.bench": 6,    # measures everything, interop included (python -m tfviz.bench hf)
     "tfviz.classroom": 6,  # a shared server's policy: quota, uploads, model cache, teacher key

@@ -115,7 +115,7 @@ def test_two_models_of_one_name_from_two_sources_are_both_compared(shipped_pair)
 def test_every_settings_default_values_start_on_a_default_server(tmp_path, monkeypatch) -> None:
     """The form's own defaults fit the server's per-session limit (TFVIZ_JOBS_PER_SESSION, 2 by
     default; was: attention's 'MHA, GQA, MQA', 3 runs, refused), and the form says that limit."""
-    from tfviz.train.pairs import SETTINGS
+    from tfviz.runs.pairs import SETTINGS
 
     monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tmp_path))
     monkeypatch.delenv("TFVIZ_JOBS_PER_SESSION", raising=False)

@@ -414,7 +414,7 @@ def test_steps_past_the_job_time_cap_are_said_at_once(models_dir, monkeypatch) -
     """Issue 25, item 2: Steps = 999,999 was accepted silently ("ETA 345.9 min" while a run stops
     after 30 min). On Start the page says the estimate against the cap and the step it will stop
     near; while it runs, the live ETA against the time the cap leaves."""
-    from tfviz.train import timecap
+    from tfviz.runs import timecap
     from ui.jobs import job_manager
 
     monkeypatch.setattr(job_manager(), "max_seconds", 120.0)
@@ -484,7 +484,8 @@ def test_no_cpu_pace_is_claimed_for_a_gpu_run(monkeypatch) -> None:
     import dataclasses
 
     from tfviz.tasks import make_task
-    from tfviz.train import presets, timecap
+    from tfviz.runs import timecap
+    from tfviz.train import presets
 
     task = make_task("coref")
     pre = next(iter(presets.presets_for("coref").values()))
@@ -527,7 +528,7 @@ def set_fields(at: AppTest, values: dict) -> None:
 def trained(job) -> dict:
     """The form's fields as the run's own configs have them (read from the run's record)."""
     from tfviz.model.families import kind_of
-    from tfviz.train.pairs import attention_kind
+    from tfviz.runs.pairs import attention_kind
 
     cfg, tc = job.spec["model_config"], job.spec["train_config"]
     out = dict(task=job.spec["task"]["name"], kind=kind_of(cfg), arch=cfg.arch, d_model=cfg.d_model,

@@ -12,7 +12,7 @@ from tfviz.analysis.gradients import group_grad_norms, group_of, layer_of
 from tfviz.tasks import make_task
 from tfviz.tasks.base import IGNORE
 from tfviz.train import TrainConfig, model_config_for, new_model, train
-from tfviz.train.pairs import (SETTINGS, attention_kind, check_pair, differences, make_pair)
+from tfviz.runs.pairs import (SETTINGS, attention_kind, check_pair, differences, make_pair)
 
 torch.set_num_threads(1)
 
@@ -211,8 +211,8 @@ def test_the_runs_of_a_pair_see_identical_batches_in_the_same_order(task):
 # ------------------------------------------------------------------------------ through the job manager
 def test_a_pair_queues_all_or_none_and_counts_against_the_session_limit(task, tmp_path):
     from tfviz.analysis.compare import curves_frame
-    from tfviz.train.jobs import JobLimitError, JobManager
-    from tfviz.train.pairs import submit_pair
+    from tfviz.runs.jobs import JobLimitError, JobManager
+    from tfviz.runs.pairs import submit_pair
 
     tc = TrainConfig(steps=3, batch_size=4, warmup=0, log_every=1, eval_every=0, eval_examples=4,
                      snapshot_every=0, checkpoint_every=0, device="cpu")
@@ -240,7 +240,7 @@ def test_a_pair_queues_all_or_none_and_counts_against_the_session_limit(task, tm
 
 
 def test_preset_pair_is_the_tasks_quick_preset_made_quick(task):
-    from tfviz.train.pairs import QUICK_STEPS, preset_pair
+    from tfviz.runs.pairs import QUICK_STEPS, preset_pair
     from tfviz.train.presets import CPU, presets_for
 
     runs = preset_pair(task, "pos", ["rope", "alibi"], lr=1e-2, warmup=0)
@@ -255,7 +255,7 @@ def test_preset_pair_is_the_tasks_quick_preset_made_quick(task):
 
 
 def test_parse_values_reads_what_a_form_types(task):
-    from tfviz.train.pairs import DEFAULT_VALUES, parse_values
+    from tfviz.runs.pairs import DEFAULT_VALUES, parse_values
 
     assert parse_values("norm", "Pre, post") == ["pre", "post"]
     assert parse_values("attention", "mha,GQA , MQA") == ["MHA", "GQA", "MQA"]

@@ -1,4 +1,4 @@
-"""Runs on a Ray cluster (tfviz.train.ray_runs, TFVIZ_RAY_ADDRESS): a local Ray head started by the
+"""Runs on a Ray cluster (tfviz.runs.ray, TFVIZ_RAY_ADDRESS): a local Ray head started by the
 test on this machine's loopback, joined by this process and by other processes as app servers
 (tests/ray_driver.py). A run trains through Ray and finishes; two app servers see the same runs;
 a run survives the app server that started it (kill -9) and the Ray worker that trained it.
@@ -35,7 +35,7 @@ def cluster(tmp_path_factory):
     and the checkpoints in temp folders."""
     if ray is None:
         pytest.skip("Ray is not installed (pip install -r requirements-dev.txt)")
-    from tfviz.train.ray_runs import LocalCluster
+    from tfviz.runs.ray import LocalCluster
 
     temp = tmp_path_factory.mktemp("ray-runs")
     env = {"TFVIZ_CHECKPOINT_DIR": str(temp / "ck"), "TFVIZ_RAY_STORE_DIR": str(temp / "store"),
@@ -63,8 +63,8 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(cluster):
-    from tfviz.train.ray_runs import connect
-    from tfviz.train.runs import RunManager
+    from tfviz.runs.ray import connect
+    from tfviz.runs.manager import RunManager
 
     store, executor = connect(cluster[0])
     return RunManager(store, executor, max_concurrent=executor.capacity(), per_owner=2)
@@ -93,9 +93,9 @@ def _line(proc: subprocess.Popen) -> dict:
 
 def test_one_machine_never_imports_ray():
     """Without TFVIZ_RAY_ADDRESS nothing imports Ray: the runs, the store, the quota (ui.jobs imports
-    tfviz.train.ray_runs only inside its Ray branch)."""
-    code = ("import sys, tfviz, tfviz.train.runs, tfviz.train.store, tfviz.train.ray_runs, tfviz.classroom.disk\n"
-            "from tfviz.train.store import open_store\n"
+    tfviz.runs.ray only inside its Ray branch)."""
+    code = ("import sys, tfviz, tfviz.runs.manager, tfviz.runs.store, tfviz.runs.ray, tfviz.classroom.disk\n"
+            "from tfviz.runs.store import open_store\n"
             "assert 'ray' not in sys.modules, 'ray was imported'\n")
     env = {k: v for k, v in os.environ.items() if k != "TFVIZ_RAY_ADDRESS"}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -106,7 +106,7 @@ def test_one_machine_never_imports_ray():
 def test_an_unreachable_cluster_is_a_clear_error_at_once():
     import socket
 
-    from tfviz.train.ray_runs import connect
+    from tfviz.runs.ray import connect
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -118,7 +118,7 @@ def test_an_unreachable_cluster_is_a_clear_error_at_once():
 
 
 def test_the_cluster_store_is_never_put_on_a_network_filesystem():
-    from tfviz.train.ray_runs import network_filesystem
+    from tfviz.runs.ray import network_filesystem
 
     mounts = ("files:/srv/tfviz /srv/tfviz nfs4 rw,relatime 0 0\n/dev/sda1 / ext4 rw 0 0\n"
               "tmpfs /srv/tfviz/scratch tmpfs rw 0 0\n")
@@ -130,7 +130,7 @@ def test_the_cluster_store_is_never_put_on_a_network_filesystem():
 
 
 def test_the_store_lives_in_one_detached_actor_on_the_head_node(runs, cluster):
-    from tfviz.train.ray_runs import ACTOR, NAMESPACE
+    from tfviz.runs.ray import ACTOR, NAMESPACE
 
     info = runs.store.info
     assert info["store"].startswith(str(cluster[1] / "store"))  # TFVIZ_RAY_STORE_DIR, not the shared folder
@@ -204,8 +204,8 @@ def test_a_killed_ray_worker_resumes_from_its_last_checkpoint(runs, cluster):
 
 def test_limits_quota_front_and_stop_hold_on_the_cluster(runs, cluster):
     from tfviz.train.checkpoint import load_checkpoint
-    from tfviz.train.runs import RunManager
-    from tfviz.train.store import JobLimitError, Quota, QuotaError
+    from tfviz.runs.manager import RunManager
+    from tfviz.runs.store import JobLimitError, Quota, QuotaError
 
     ck = cluster[1] / "ck"
     ids = [runs.submit(model_config(), TASK, train_config(100_000), owner="erin",
@@ -247,8 +247,8 @@ def test_the_cluster_store_answers_every_method_of_the_run_store():
     local store gains must be added here too, or the page fails only on a cluster)."""
     import inspect
 
-    from tfviz.train.ray_runs import STORE_METHODS, RayRunStore
-    from tfviz.train.store import RunStore, SqliteRunStore
+    from tfviz.runs.ray import STORE_METHODS, RayRunStore
+    from tfviz.runs.store import RunStore, SqliteRunStore
 
     protocol = {n for n, f in vars(RunStore).items() if inspect.isfunction(f) and not n.startswith("_")}
     public = {n for n, f in inspect.getmembers(SqliteRunStore, inspect.isfunction)

@@ -1,4 +1,4 @@
-"""Runs as records (tfviz.train.store / runs / worker / executor): the fair queue and its one-slot
+"""Runs as records (tfviz.runs.store / runs / worker / executor): the fair queue and its one-slot
 rule, the disk ledger under simultaneous submits, and restart-safety shown by SIGKILLing a real
 app-server process and a real worker process (tiny models: seconds)."""
 from __future__ import annotations
@@ -18,8 +18,8 @@ from tfviz.tasks import make_task
 from tfviz.train import TrainConfig
 from tfviz.train.setup import model_config_for
 from tfviz.train.budget import estimate
-from tfviz.train.runs import RunManager
-from tfviz.train.store import JobLimitError, NewRun, Quota, QuotaError, SqliteRunStore
+from tfviz.runs.manager import RunManager
+from tfviz.runs.store import JobLimitError, NewRun, Quota, QuotaError, SqliteRunStore
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = {"name": "copy", "arch": "decoder", "n_symbols": 6, "min_len": 2, "max_len": 5, "n_train": 200,
@@ -199,7 +199,7 @@ def test_a_session_holding_two_slots_pauses_its_newest_for_a_waiting_session(tmp
     """Real workers (threads here: the same ``worker.run_one``): A trains two runs on both slots;
     B submits one; A's newest is checkpointed and queued again, B's trains; stopped, A's paused
     run keeps its checkpoint to resume from."""
-    from tfviz.train.executor import ThreadExecutor
+    from tfviz.runs.executor import ThreadExecutor
 
     store = SqliteRunStore(tmp_path / "runs.sqlite", lease_s=10)
     executor = ThreadExecutor(store.path, workers=2, idle_s=2.0)

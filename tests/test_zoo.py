@@ -285,7 +285,7 @@ def test_induction_task_min_half() -> None:
 
 # ------------------------------------------------------------------------------ pre-norm vs post-norm
 def test_norm_pair_differs_in_norm_placement_only(cards) -> None:
-    from tfviz.train.pairs import check_pair
+    from tfviz.runs.pairs import check_pair
 
     cks = [load_checkpoint(DEFAULT_DIR / f"{n}.safetensors") for n in ("norm-pre", "norm-post")]
     assert check_pair([(c.config, c.train_config) for c in cks]) == "norm"

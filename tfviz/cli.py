@@ -100,16 +100,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _queue(task, model_config, cfg, out, resume, quiet: bool) -> int:
-    """``train --queue``: the run goes to the run store (``tfviz.train.runs``) and a worker trains
+    """``train --queue``: the run goes to the run store (``tfviz.runs.manager``) and a worker trains
     it; this command follows its record (Ctrl-C asks it to stop, which saves a checkpoint)."""
     from pathlib import Path
 
     from . import limits
     from .paths import runs_db
-    from .train.executor import LocalProcessExecutor
+    from .runs.executor import LocalProcessExecutor
     from .train.loop import Event
-    from .train.runs import RunManager
-    from .train.store import open_store, session_quota
+    from .runs.manager import RunManager
+    from .runs.store import open_store, session_quota
 
     executor = LocalProcessExecutor(runs_db(), workers=limits.max_jobs())
     manager = RunManager(open_store(), executor, max_concurrent=limits.max_jobs(), quota=session_quota(),
@@ -140,11 +140,11 @@ def _queue(task, model_config, cfg, out, resume, quiet: bool) -> int:
 
 
 def _worker(args) -> int:
-    """A training worker (``tfviz.train.worker``): reads model folders for fine-tuning with
+    """A training worker (``tfviz.runs.worker``): reads model folders for fine-tuning with
     ``tfviz.interop.from_pretrained`` (training sits below interop and is given it)."""
     from .interop import from_pretrained
     from .paths import runs_db
-    from .train.worker import serve
+    from .runs.worker import serve
 
     serve(args.db or runs_db(), open_folder=from_pretrained, idle_s=args.idle, parent=args.parent,
           once=args.once)

@@ -58,7 +58,7 @@ environment variable each, read when asked (so a server, or a test, sets them be
                                          print(secrets.token_urlsafe(12))"``: 16 characters)
     TFVIZ_RAY_ADDRESS          (unset)   a Ray cluster to train on ("auto", or the head's host:port):
                                          runs, their records and the queue go there
-                                         (``tfviz.train.ray_runs``, docs/deploy.md); unset = this machine
+                                         (``tfviz.runs.ray``, docs/deploy.md); unset = this machine
 """
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def runs_dir() -> Path:
 
 
 def runs_db() -> Path:
-    """The run store of this checkpoint folder (``tfviz.train.store``): one SQLite file."""
+    """The run store of this checkpoint folder (``tfviz.runs.store``): one SQLite file."""
     return runs_dir() / "runs.sqlite"
 
 
@@ -72,7 +72,7 @@ def models_dir() -> Path:
 
 
 def ray_store_dir() -> Path:
-    """Where a Ray cluster's run store (``tfviz.train.ray_runs``) keeps its SQLite file: resolved
+    """Where a Ray cluster's run store (``tfviz.runs.ray``) keeps its SQLite file: resolved
     by the store's actor on the head node, so a folder on that node's own disk."""
     return _from_env("TFVIZ_RAY_STORE_DIR", Path("~/.local/share/tfviz/ray").expanduser())
 

@@ -170,7 +170,7 @@ def cost(named: dict, ids, src=None) -> "pd.DataFrame":  # noqa: F821
 # ------------------------------------------------------------------------------ train a pair
 def start_pair(runs, task) -> list[str]:
     """Queue the pair's runs as this session's jobs (all or none) -> job ids."""
-    from tfviz.train.pairs import submit_pair
+    from tfviz.runs.pairs import submit_pair
 
     from .session import client_id, session_id
     from .train_state import unique_name
@@ -225,7 +225,7 @@ def runs_allowed() -> int | None:
 def pair_jobs() -> list:
     """The jobs of the pair this session started last (those still known to the server; none
     while the run store cannot be read: the Train page says why)."""
-    from tfviz.train.store import StoreUnavailable
+    from tfviz.runs.store import StoreUnavailable
 
     if PAIR_JOBS not in st.session_state:  # a new tab on this session's URL
         st.session_state[PAIR_JOBS] = _saved_pair()

@@ -1,7 +1,7 @@
 """The Train page's "Fine-tune a local model" panel: a decoder opened from a Hugging Face folder
 (``ui.models``' local sources) trained further on the student's own text, with the model's own
 tokenizer (the lm task with ``tokenizer="given"``), through the same job manager as every run
-(``JobManager.submit(init=folder)``: the job reads the folder again, so the model the explorer
+(``RunManager.submit(init=folder)``, ``ui.jobs.job_manager``: the job reads the folder again, so the model the explorer
 shares is never changed). The result is a *trained* model of this session, like any other run.
 """
 from __future__ import annotations

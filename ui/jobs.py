@@ -1,6 +1,6 @@
 """The one run manager of this server, shared by every session.
 
-A run is a record in the run store of the checkpoint folder (``tfviz.train.store``: SQLite, one
+A run is a record in the run store of the checkpoint folder (``tfviz.runs.store``: SQLite, one
 file), trained by worker processes (``python -m tfviz worker``), never by the web server's
 threads; a page only reads records. Each run is owned by the session id that started it, so a
 student sees their own runs after a reload (the id lives in the URL), and after a restart of the
@@ -47,9 +47,9 @@ def _new_manager(db: str):
     from tfviz import limits
     from tfviz.classroom import disk
     from tfviz.device import cpu_count
-    from tfviz.train.executor import LocalProcessExecutor
-    from tfviz.train.runs import RunManager
-    from tfviz.train.store import open_store
+    from tfviz.runs.executor import LocalProcessExecutor
+    from tfviz.runs.manager import RunManager
+    from tfviz.runs.store import open_store
 
     # At most TFVIZ_MAX_JOBS trainings at once (the rest queue, fairly by session), each session
     # at most TFVIZ_JOBS_PER_SESSION, each run at most TFVIZ_JOB_MAX_MINUTES; the workers share
@@ -72,7 +72,7 @@ def _new_manager(db: str):
 
 
 def _ray_manager(address: str):
-    """Runs on the Ray cluster at ``address`` (``tfviz.train.ray_runs``, docs/deploy.md): the run
+    """Runs on the Ray cluster at ``address`` (``tfviz.runs.ray``, docs/deploy.md): the run
     store is the cluster's actor (the quota's ledger too: ``disk.ledger``), so every app server
     shows the same runs; a run trains in a Ray task (a GPU each where the cluster has them) and
     outlives this server. The same limits as on one machine; as many runs at once as the cluster
@@ -80,8 +80,8 @@ def _ray_manager(address: str):
     from tfviz import limits
     from tfviz.classroom import disk
     from tfviz.interop import from_pretrained
-    from tfviz.train.ray_runs import connect
-    from tfviz.train.runs import RunManager
+    from tfviz.runs.ray import connect
+    from tfviz.runs.manager import RunManager
 
     store, executor = connect(address, open_folder=from_pretrained)
     manager = RunManager(store, executor, max_concurrent=executor.capacity(),
@@ -114,7 +114,7 @@ def housekeeping() -> None:
     files killed writers left behind (``tfviz.classroom.disk``)."""
     from tfviz.classroom import disk
 
-    from tfviz.train.store import StoreUnavailable
+    from tfviz.runs.store import StoreUnavailable
 
     disk.touch(session_id())
     try:

@@ -102,7 +102,7 @@ def _trainings() -> None:
     and "Start next" on a queued one (it goes to the front of the queue; if no slot frees within
     a minute, the longest-running run is paused for it). Then the store's own state: a fault as
     a sentence, what happened to it (made anew), every disk reservation, and the workers' log."""
-    from tfviz.train.store import StoreUnavailable
+    from tfviz.runs.store import StoreUnavailable
 
     from .jobs import job_manager, store_trouble
 
@@ -159,7 +159,7 @@ def _store_state(manager) -> None:
     """The run store's notices, every reservation of the disk ledger, the workers' log."""
     import pandas as pd
 
-    from tfviz.train.store import StoreUnavailable
+    from tfviz.runs.store import StoreUnavailable
 
     try:
         for note in getattr(manager.store, "notices", lambda: [])():

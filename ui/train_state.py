@@ -1,6 +1,7 @@
 """Streamlit-side helpers of the Train page: the form's state (filled from presets), turning it
-into configs, naming runs, and describing a job's progress. The training itself runs in
-``tfviz.train.jobs`` threads that never touch Streamlit; everything here only reads snapshots."""
+into configs, naming runs, and describing a job's progress. The training itself runs in worker
+processes of the run store (``tfviz.runs``: ``RunManager``, ``ui.jobs``) that never touch Streamlit;
+everything here only reads snapshots."""
 from __future__ import annotations
 
 import json
@@ -70,7 +71,7 @@ def prepare(pre) -> threading.Thread:
     A Start pressed sooner waits for the same build (tasks build once, under a lock). The run
     store's idle workers are asked to build it too (they train it, in their own processes)."""
     from tfviz.tasks import cached_task
-    from tfviz.train.store import StoreUnavailable
+    from tfviz.runs.store import StoreUnavailable
 
     spec = {"name": pre.task, **pre.task_params}
     try:
@@ -354,7 +355,7 @@ def submit(task, model_config, train_config, name: str, init: str | None = None)
     """Start a job of this session; ValueError (JobLimitError, BudgetError, QuotaError) when the
     server's limits refuse it, with the reason. ``init``: fine-tune the model of that folder
     (``ui.finetune``; ``model_config`` is its config, for the estimates). Its checkpoint's
-    estimate is reserved in the disk ledger as it is queued (``tfviz.train.store``)."""
+    estimate is reserved in the disk ledger as it is queued (``tfviz.runs.store``)."""
     from ui.session import client_id, session_id
 
     name = unique_name(name)
@@ -365,8 +366,8 @@ def submit(task, model_config, train_config, name: str, init: str | None = None)
 
 def cap_note(task, model_config, train_config) -> str | None:
     """Said when a run is started: its steps cannot finish before the server's job time cap
-    (``tfviz.train.timecap``), or None."""
-    from tfviz.train.timecap import expectation, idle_pace
+    (``tfviz.runs.timecap``), or None."""
+    from tfviz.runs.timecap import expectation, idle_pace
 
     return expectation(train_config.steps, idle_pace(task, model_config, train_config),
                        job_manager().max_seconds)
@@ -445,7 +446,7 @@ def metrics(job, s) -> None:
     c[4].metric("ETA", seconds(latest.get("eta")) if s.state == "running" else "–")
     c[5].metric("Device", device_of(job))
     if s.state == "running" and latest:  # the ETA against the job time cap, as soon as it is known
-        from tfviz.train.timecap import outlook
+        from tfviz.runs.timecap import outlook
 
         cap = job_manager().max_seconds
         if note := outlook(s.step, s.total_steps, latest.get("elapsed"), latest.get("eta"), cap):

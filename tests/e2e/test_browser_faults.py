@@ -88,7 +88,7 @@ def test_a_students_tabs_count_as_one_student(browser, tiny_zoo, tmp_path):
 
     from scripts.load_test import StreamlitServer
 
-    from tfviz.train.store import SqliteRunStore
+    from tfviz.runs.store import SqliteRunStore
 
     folder = tmp_path / "checkpoints"
     folder.mkdir()

@@ -62,7 +62,7 @@ def _open_train(browser, url: str):
 
 
 def test_a_run_survives_kill_9_of_the_server_and_its_worker(browser, tiny_zoo, tmp_path) -> None:
-    from tfviz.train.store import SqliteRunStore
+    from tfviz.runs.store import SqliteRunStore
 
     folder = tmp_path / "checkpoints"
     folder.mkdir()

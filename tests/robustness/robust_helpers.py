@@ -150,7 +150,7 @@ def start(at, **values) -> None:
 def in_process_workers() -> None:
     """The app's runs trained by worker threads of this test process (``ThreadExecutor``), so a
     test can patch the training code: the process workers of this folder are let go first."""
-    from tfviz.train.executor import ThreadExecutor
+    from tfviz.runs.executor import ThreadExecutor
     from ui.jobs import job_manager
 
     manager = job_manager()

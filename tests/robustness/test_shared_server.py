@@ -27,7 +27,8 @@ from tfviz.classroom.uploads import save_upload
 from tfviz.model import ModelConfig
 from tfviz.tasks import cached_task, make_task
 from tfviz.tasks.seq2seq import SortTask
-from tfviz.train import BudgetError, JobLimitError, JobManager, TrainConfig, check_training, train
+from tfviz.runs import JobLimitError, JobManager
+from tfviz.train import BudgetError, TrainConfig, check_training, train
 from tfviz.train.budget import estimate, is_out_of_memory
 from tfviz.train.checkpoint import load_checkpoint, save_checkpoint
 from tfviz.train.setup import model_config_for, new_model

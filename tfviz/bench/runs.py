@@ -1,4 +1,4 @@
-"""python -m tfviz.bench runs — what a run costs through the run store (``tfviz.train.runs``:
+"""python -m tfviz.bench runs — what a run costs through the run store (``tfviz.runs.manager``:
 a record, a worker process) against calling ``train()`` directly, and what a restart costs.
 
 For each quick (CPU) preset of the Train page (``--tasks``; ``--steps`` caps its steps):
@@ -108,7 +108,7 @@ def restart(folder: Path) -> dict:
     from ..tasks import make_task
     from ..train import TrainConfig
     from ..train.setup import model_config_for
-    from ..train.store import SqliteRunStore
+    from ..runs.store import SqliteRunStore
 
     env = {**os.environ, "TFVIZ_CHECKPOINT_DIR": str(folder), "TFVIZ_MAX_JOBS": "1",
            "TFVIZ_RUN_LEASE_S": "15", "TFVIZ_CHECKPOINT_SECONDS": "10", "PYTHONPATH": str(paths.REPO), "OMP_NUM_THREADS": "1"}
@@ -154,10 +154,10 @@ def restart(folder: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..train.executor import LocalProcessExecutor
+    from ..runs.executor import LocalProcessExecutor
     from ..train.presets import QUICK
-    from ..train.runs import RunManager
-    from ..train.store import SqliteRunStore
+    from ..runs.manager import RunManager
+    from ..runs.store import SqliteRunStore
 
     ap = argparse.ArgumentParser(prog="python -m tfviz.bench runs", description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", nargs="*", default=list(QUICK), help="quick presets to run (default: all)")
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    from ..train.worker import warm_up
+    from ..runs.worker import warm_up
 
     torch.set_num_threads(1)
     warm_up()  # what the warm worker has paid already: AdamW's first construction

@@ -9,7 +9,7 @@ sessions, and the sweep of temp files a killed process left behind.
 * ``check_room(need)``: every session's files together stay under ``TFVIZ_DISK_QUOTA_MB``
   (published and shipped models do not count); beyond it an upload or a training is refused with
   a message saying how full the space is. Files about to be written count too: the run store's
-  ledger (``tfviz.train.store``) holds each queued or running training's estimated checkpoint and
+  ledger (``tfviz.runs.store``) holds each queued or running training's estimated checkpoint and
   each upload being checked, reserved in one transaction (``reserve``, ``quota()``), so two
   sessions cannot both pass the quota at the same moment. One session's uploads also stay under
   ``TFVIZ_SESSION_UPLOAD_MB`` (``tfviz.classroom.uploads``).
@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import limits, paths
-from ..train.store import (ACTIVE, ATTEMPTS_DIR, Quota, QuotaError, file_key, open_store, quota_message,
+from ..runs.store import (ACTIVE, ATTEMPTS_DIR, Quota, QuotaError, file_key, open_store, quota_message,
                            session_quota, sessions_usage)
 
 MB = 2**20
@@ -73,10 +73,10 @@ def quota() -> Quota:
 def ledger():
     """The run store whose ledger the quota counts: this checkpoint folder's, or on a school's Ray
     cluster (``TFVIZ_RAY_ADDRESS``) the cluster's one, which every app server shares
-    (``tfviz.train.ray_runs``): trainings and uploads of every server reserve in one place."""
+    (``tfviz.runs.ray``): trainings and uploads of every server reserve in one place."""
     address = limits.ray_address()
     if address:
-        from ..train.ray_runs import connect
+        from ..runs.ray import connect
 
         return connect(address)[0]
     return open_store()
@@ -95,7 +95,7 @@ def reserve(need: int, what: str, path: Path | None = None) -> Iterator[None]:
     """Hold ``need`` bytes of the quota (QuotaError when they do not fit) while a file is written
     (``path``: the file they are for, counted once it exists); released afterwards, when the file
     counts itself. The key names this process (host, pid, start time): if it dies before the
-    release, the next reader of the ledger drops the row (``tfviz.train.store``)."""
+    release, the next reader of the ledger drops the row (``tfviz.runs.store``)."""
     store, key = ledger(), file_key()
     store.reserve(key, need, quota(), what, None if path is None else str(path))
     try:
@@ -181,10 +181,10 @@ _maintain_lock = threading.Lock()
 
 
 def sweep_attempts(store=None, older_than: float = TEMP_AGE_S, now: float | None = None) -> list[Path]:
-    """Delete attempt files (``.attempts/`` beside trained checkpoints: ``tfviz.train.store``)
+    """Delete attempt files (``.attempts/`` beside trained checkpoints: ``tfviz.runs.store``)
     that no active run names and that nobody wrote for ``older_than`` seconds: those of workers
     killed after they lost their run. Nothing when the store cannot be read."""
-    from ..train.store import StoreUnavailable
+    from ..runs.store import StoreUnavailable
 
     try:
         named = {p for r in (store or ledger()).list(active_only=True)

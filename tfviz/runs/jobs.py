@@ -1,6 +1,7 @@
-"""Background training jobs for the app (never imports streamlit).
+"""Background training jobs in threads of the calling process, for library use (never imports
+streamlit). The app's manager is ``tfviz.runs.manager.RunManager`` (runs as records, worker processes).
 
-    jobs = JobManager(max_concurrent=1)                    # one per server (st.cache_resource)
+    jobs = JobManager(max_concurrent=1)
     job_id = jobs.submit(model_config, "copy", TrainConfig(steps=500), owner=session_id)
     jobs.get(job_id).snapshot()   # JobSnapshot: state, queue_position, step, history, error, ...
     jobs.stop(job_id)
@@ -37,13 +38,13 @@ import torch
 
 from ..model import ModelConfig
 from ..model.families import config_from_dict
-from .budget import BudgetError, check_training
-from .config import TrainConfig
-from .loop import Event, TrainResult, train
+from ..train.budget import BudgetError, check_training
+from ..train.config import TrainConfig
+from ..train.loop import Event, TrainResult, train
 from ..device import cpu_count
-from .checkpoint import MAX_HISTORY, compact_history, load_checkpoint
-from .setup import as_task, new_model
-from .snapshot import AttentionSnapshot
+from ..train.checkpoint import MAX_HISTORY, compact_history, load_checkpoint
+from ..train.setup import as_task, new_model
+from ..train.snapshot import AttentionSnapshot
 from .store import JobLimitError  # noqa: F401 - one class for every manager
 
 STATES = ("queued", "running", "done", "stopped", "failed")
@@ -187,7 +188,7 @@ class JobManager:
                init: str | os.PathLike | None = None, owner: str | None = None,
                name: str | None = None, client: str | None = None) -> str:
         """Queue a training job and return its id (``client``: the run store's student, for
-        ``tfviz.train.runs.RunManager``'s surface; here every owner counts alone). ``task``: a Task, a registry name or a spec dict.
+        ``tfviz.runs.manager.RunManager``'s surface; here every owner counts alone). ``task``: a Task, a registry name or a spec dict.
         ``resume``: a checkpoint path to continue from (``model_config`` is then taken from it).
         ``init``: fine-tune — start from these weights (a tfviz checkpoint, or a Hugging Face model
         folder, read with ``open_folder``) with a fresh optimizer at step 0; ``model_config``
@@ -201,7 +202,7 @@ class JobManager:
     def submit_group(self, runs: list[dict[str, Any]], task: Any, *, owner: str | None = None,
                      client: str | None = None) -> list[str]:
         """Queue several jobs of one owner at once, all or none (e.g. a pair of runs that differ
-        in one setting, ``tfviz.train.pairs``): ``runs`` are ``submit``'s keyword arguments
+        in one setting, ``tfviz.runs.pairs``): ``runs`` are ``submit``'s keyword arguments
         (model_config, train_config, checkpoint, name) for one ``task``. The owner's limit counts
         every run of the group; the fair queue then treats them like any other jobs of theirs."""
         jobs = [self._new_job(r["model_config"], task, r.get("train_config"),

@@ -2,7 +2,7 @@
 reaches (never imports streamlit, never trains).
 
 A run = a record + a spec. The web server inserts records and reads them; worker processes
-(``tfviz.train.worker``) claim queued ones, train, and write their progress back. States borrow
+(``tfviz.runs.worker``) claim queued ones, train, and write their progress back. States borrow
 Celery's vocabulary: queued (PENDING), running (STARTED), done (SUCCESS), failed (FAILURE),
 stopped (REVOKED). A run whose worker died (its lease ran out) goes back to "queued" and resumes
 from its last checkpoint; one paused to free a slot for another student does the same.
@@ -1109,7 +1109,7 @@ def rebuild_records(folders: Iterable[Path]) -> list[dict[str, Any]]:
     again as it ended; an interrupted run's newest attempt file with no finished checkpoint
     beside it is queued again to resume from it. Runs that never saved a checkpoint are not
     found (nothing of them is on disk)."""
-    from .checkpoint import read_metadata
+    from ..train.checkpoint import read_metadata
 
     out, taken = [], set()
     for folder in folders:

@@ -4,7 +4,7 @@ Ray tasks, checkpoints go to the folder every node shares (``TFVIZ_CHECKPOINT_DI
     store, executor = connect("auto", open_folder=from_pretrained)   # one pair per process
     runs = RunManager(store, executor, max_concurrent=executor.capacity(), ...)
 
-Each piece is one of ``tfviz.train``'s own interfaces over Ray, so the pages, ``RunManager`` and
+Each piece is one of ``tfviz.runs``' own interfaces over Ray, so the pages, ``RunManager`` and
 the worker's ``run_one`` are the same code as on one machine:
 
 * ``StoreActor``: a named, detached actor ("tfviz-runs" in namespace "tfviz") that holds the
@@ -25,7 +25,7 @@ the worker's ``run_one`` are the same code as on one machine:
   so the class's fairness rules hold on a cluster too.
 
 A task is a worker: it claims runs (``store.claim``) and trains them with
-``tfviz.train.worker.run_one`` until nothing is left to claim. ``run_one`` saves resumable
+``tfviz.runs.worker.run_one`` until nothing is left to claim. ``run_one`` saves resumable
 checkpoints (every ``TFVIZ_CHECKPOINT_SECONDS``, on Stop, at the end) and renews the run's lease
 every second, reading Stop and the fair queue's "pause" from the store's answer. A task whose
 process or node died stops renewing; the actor's keeper (every ``KEEP_S``) puts such runs back in

@@ -1,5 +1,5 @@
 """Where runs train: an executor gets runs (by id) to the workers that claim them from the run
-store (``tfviz.train.store``). The web server never trains.
+store (``tfviz.runs.store``). The web server never trains.
 
     class Executor(Protocol):
         submit(run_id)   a run was queued: make sure a worker will claim it
@@ -16,7 +16,7 @@ once; each claims runs from the store, so which run trains next is the store's d
 queue), not the executor's. Workers are their own process group: a Ctrl-C or ``kill -9`` of the
 web server leaves their runs training; an idle worker exits once the server that started it has
 gone. A cluster executor (e.g. Ray: one ``ray.remote(num_gpus=...)`` task per run that calls
-``tfviz.train.worker.run_one`` after ``store.claim(worker, run_id)``, with a store every node
+``tfviz.runs.worker.run_one`` after ``store.claim(worker, run_id)``, with a store every node
 reaches) implements the same four methods.
 """
 from __future__ import annotations
@@ -182,7 +182,7 @@ class LocalProcessExecutor:
 
 
 class ThreadExecutor:
-    """Workers as threads of this process (``tfviz.train.worker.serve``), each exiting after
+    """Workers as threads of this process (``tfviz.runs.worker.serve``), each exiting after
     ``idle_s`` idle: for tests that patch the training code in-process, and for debugging —
     never for a web server (a fault in one run would take the server down)."""
 

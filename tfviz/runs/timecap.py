@@ -38,7 +38,7 @@ def idle_pace(task, model_config, train_config) -> tuple[float, str] | None:
     ``model_config`` with ``train_config`` on ``task``: the task's quick preset's measured CPU
     seconds per step, scaled by ``step_work``. None when nothing measured applies (no stored
     measurement, or a GPU run: the CPU's pace says nothing about it)."""
-    from . import presets
+    from ..train import presets
 
     if train_config.device not in ("cpu", "auto") or (train_config.device == "auto" and _cuda()):
         return None

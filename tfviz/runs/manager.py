@@ -1,7 +1,7 @@
 """Runs that outlive the web server: ``RunManager`` has ``JobManager``'s public surface (submit /
 submit_group / get(id).snapshot() / stop / jobs / free_slots), but a run is a record in a run
-store (``tfviz.train.store``) trained by worker processes (``tfviz.train.worker``) that an
-executor (``tfviz.train.executor``) provides. The manager only writes and reads records.
+store (``tfviz.runs.store``) trained by worker processes (``tfviz.runs.worker``) that an
+executor (``tfviz.runs.executor``) provides. The manager only writes and reads records.
 
     store = SqliteRunStore(paths.runs_db())
     runs = RunManager(store, LocalProcessExecutor(store.path, workers=2), max_concurrent=2)
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from .budget import check_training, estimate
-from .config import TrainConfig
+from ..train.budget import check_training, estimate
+from ..train.config import TrainConfig
 from .jobs import JobSnapshot
 from .store import ACTIVE, NewRun, Quota, RunStore, StoreUnavailable, new_run_id
 
@@ -50,7 +50,7 @@ def _task_spec(task: Any) -> dict:
 
 
 class RunJob:
-    """One run, as the pages see it (``tfviz.train.jobs.Job``'s reading surface), read from the
+    """One run, as the pages see it (``tfviz.runs.jobs.Job``'s reading surface), read from the
     store each time it is asked."""
 
     def __init__(self, manager: "RunManager", rec: dict[str, Any]):
@@ -91,7 +91,7 @@ class RunJob:
         with _SNAPSHOTS_LOCK:
             if key in _SNAPSHOTS:
                 return list(_SNAPSHOTS[key])
-        from .checkpoint import load_checkpoint
+        from ..train.checkpoint import load_checkpoint
 
         snaps = load_checkpoint(path).snapshots
         with _SNAPSHOTS_LOCK:
@@ -183,7 +183,7 @@ class RunManager:
             train_config = TrainConfig.from_dict(train_config)
         train_config = train_config or TrainConfig()
         if resume is not None and model_config is None:
-            from .checkpoint import read_metadata
+            from ..train.checkpoint import read_metadata
 
             model_config = config_from_dict(read_metadata(resume)["model_config"])
         sized = model_config  # a fine-tuning run's config is given for its estimates only

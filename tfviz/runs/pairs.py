@@ -11,7 +11,7 @@ configs differ in one *setting* only. A setting may move a field that depends on
 else: more heads keep the attention kind (MHA stays MHA, MQA stays MQA, GQA keeps its number of
 query heads per key/value head), a wider model keeps its d_ff / d_model ratio.
 
-Runs go through the app's one ``JobManager`` (``submit_pair``): all of a pair's runs are queued
+Runs go through the app's one ``RunManager`` (``submit_pair``; ``ui.jobs.job_manager``): all of a pair's runs are queued
 at once or none is (each counts against the session's job limit), then the fair queue treats
 them like any other jobs of that session.
 
@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from ..model import ModelConfig
 from ..model.config import NORM_PLACEMENTS, POS_SCHEMES
-from .config import TrainConfig
+from ..train.config import TrainConfig
 
 MIN_RUNS, MAX_RUNS = 2, 4
 ATTENTION_KINDS = ("MHA", "GQA", "MQA")
@@ -234,7 +234,7 @@ def preset_pair(task, setting: str, values: Sequence, *, steps: int = QUICK_STEP
     quick: ``steps`` steps (evaluated 4 times, 10 attention snapshots), d_model ``d_model`` (None:
     the preset's), optional ``lr`` / ``warmup`` and other ModelConfig overrides for the base;
     then ``make_pair`` over ``setting`` = ``values``. ValueError with the configs' own messages."""
-    from .presets import CPU, build_configs, presets_for
+    from ..train.presets import CPU, build_configs, presets_for
 
     pre = presets_for(task.name)[CPU]
     model = {**pre.model, **({"d_model": d_model} if d_model else {}), **model_overrides}
@@ -249,8 +249,8 @@ def preset_pair(task, setting: str, values: Sequence, *, steps: int = QUICK_STEP
 
 def submit_pair(manager, runs: Sequence[PairRun], task, *, owner: str | None = None,
                 directory=None, names: Sequence[str] | None = None, client: str | None = None) -> list[str]:
-    """Queue the runs of a pair (``make_pair``) on ``manager`` (a ``tfviz.train.jobs.JobManager``)
-    for ``task``, all or none; checked again with ``check_pair``. ``names``: the job names (the
+    """Queue the runs of a pair (``make_pair``) on ``manager`` (a ``RunManager``, or
+    anything with its ``submit_group``) for ``task``, all or none; checked again with ``check_pair``. ``names``: the job names (the
     runs' own by default); with ``directory`` each saves ``directory/<name>.safetensors``.
     Returns the job ids in the runs' order. JobLimitError / BudgetError / ValueError say why
     nothing was queued."""

@@ -1,6 +1,6 @@
 """A training worker: a process (never a thread of the web server) that claims queued runs from
-the run store (``tfviz.train.store``), trains each with ``tfviz.train.train`` and writes its
-progress back as it goes. Started by an executor (``tfviz.train.executor``) as
+the run store (``tfviz.runs.store``), trains each with ``tfviz.train.train`` and writes its
+progress back as it goes. Started by an executor (``tfviz.runs.executor``) as
 ``python -m tfviz worker --db PATH``; any number may serve one store (the store's slot count
 decides how many train at once).
 
@@ -32,7 +32,7 @@ def _build_task(spec: dict, open_folder):
     """The run's task from its spec; a task reading text with the model's own tokenizer
     (``tokenizer="given"``: fine-tuning) gets the tokenizer of the model it starts from."""
     from ..tasks import cached_task, make_task
-    from .checkpoint import load_checkpoint
+    from ..train.checkpoint import load_checkpoint
 
     task = spec["task"]
     if isinstance(task, dict) and task.get("tokenizer") == "given":
@@ -188,12 +188,12 @@ def run_one(store, worker: str, rec: dict[str, Any],
     import torch
 
     from ..model.families import config_from_dict
-    from .budget import BudgetError, check_training
-    from .checkpoint import MAX_HISTORY, compact_history, load_checkpoint
-    from .config import TrainConfig
+    from ..train.budget import BudgetError, check_training
+    from ..train.checkpoint import MAX_HISTORY, compact_history, load_checkpoint
+    from ..train.config import TrainConfig
     from .jobs import _init_model
-    from .loop import train
-    from .setup import new_model
+    from ..train.loop import train
+    from ..train.setup import new_model
     from .store import StoreUnavailable
 
     run_id, spec = rec["id"], rec["spec"]
@@ -351,7 +351,7 @@ def warm_up() -> None:
     training modules, and AdamW's first construction (it imports torch._dynamo: seconds)."""
     import torch
 
-    from . import loop  # noqa: F401
+    from ..train import loop  # noqa: F401
 
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
 
