@@ -37,6 +37,8 @@ from .navigation import PAGES
 MAX_TEXT = 2000  # characters of a text setting read from a link
 WRITTEN, GIVEN, PROTECTED, NOTES, SLOT = ("_links_written", "_links_given", "_links_protected",
                                          "_links_notes", "_links_slot")
+EARLIER = "_links_earlier"  # the last few URLs this session wrote (a browser may still send one of them)
+EARLIER_KEPT = 16
 PRIVATE = ("sid",)  # never in a shared link
 KEEP = ("hide",)   # kept in the URL as the link gave it
 
@@ -240,8 +242,24 @@ def write(page: str) -> dict[str, str]:
     for k, v in want.items():
         if st.query_params.get(k) != v:
             st.query_params[k] = v
-    st.session_state[WRITTEN] = want
+    _remember(want)
     return want
+
+
+def _remember(written: dict) -> None:
+    """``written`` is what the URL holds now; kept among the last ``EARLIER_KEPT`` written."""
+    ss = st.session_state
+    ss[WRITTEN] = written
+    earlier = [w for w in ss.get(EARLIER, []) if w != written][-(EARLIER_KEPT - 1):]
+    ss[EARLIER] = [*earlier, written]
+
+
+def _ours(query: dict) -> bool:
+    """The browser sent a URL this session wrote itself, now or a few runs ago: a rerun sent
+    before the browser had shown the newest URL (a slider moved by keys: each press a rerun)
+    carries an earlier one. Only a URL the session never wrote is a link opened."""
+    ss = st.session_state
+    return query == ss.get(WRITTEN) or query in ss.get(EARLIER, [])
 
 
 def wrote(name: str, value: str | None) -> None:
@@ -253,7 +271,7 @@ def wrote(name: str, value: str | None) -> None:
         written.pop(name, None)
     else:
         written[name] = value
-    st.session_state[WRITTEN] = written
+    _remember(written)
 
 
 def url(page: str, params: dict[str, str]) -> str:
@@ -304,7 +322,7 @@ def at_start(page: str) -> None:
         ss.pop(HIDDEN, None)
     query = _query()
     ss[NOTES] = []
-    if query != ss.get(WRITTEN):  # a link opened (or a page switched to): not what we wrote
+    if not _ours(query):  # a link opened (or a page switched to): not what we wrote
         apply(page, query)
         names = [s.name for s in settings(page)] + list(EXTRA_HIDE)  # the link box offers its hide=
         ss["links_hide"] = [n for n in (query.get("hide") or "").split(",") if n in names]

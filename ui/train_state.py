@@ -234,7 +234,7 @@ def run_values(job) -> dict | None:
     if kind == "transformer":
         v.update(pos=cfg.pos, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, window=cfg.window or 0,
                  attn_only=cfg.attn_only, attn_kind=attention_kind(cfg.n_heads, cfg.n_kv_heads))
-        v["shape"] = run_shape(cfg)  # its hidden settings (norm, activation, ...) are the shape's
+        v["shape"] = run_shape(cfg, offered[label])  # where its hidden settings (norm, ...) came from
     else:
         v.update(d_hidden=cfg.d_hidden, rnn_attention=cfg.attention)
     if tc.device in DEVICES:
@@ -242,12 +242,18 @@ def run_values(job) -> dict | None:
     return v
 
 
-def run_shape(cfg) -> str:
-    """The "Architecture shape" a run's config was trained as: the family it is exactly a model of
-    (the settings the form does not show come from that shape at Start), else "tfviz (any
-    setting)" (they come from the preset)."""
-    from tfviz.interop.export import family_for
+def run_shape(cfg, pre) -> str:
+    """The "Architecture shape" a run's config was trained as: "tfviz (any setting)" when the
+    settings the form does not show (norm, activation, biases, ...) are the preset ``pre``'s own;
+    else the family it is exactly a model of (those settings come from that shape at Start)."""
+    import dataclasses
 
+    from tfviz.interop.export import family_for
+    from tfviz.model import ModelConfig
+
+    base = {**{x.name: x.default for x in dataclasses.fields(ModelConfig)}, **pre.model}
+    if all(getattr(cfg, k, None) == base.get(k) for k in HIDDEN):
+        return ANY
     try:
         adapter = family_for(cfg)
     except ValueError:

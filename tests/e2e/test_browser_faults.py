@@ -107,7 +107,7 @@ def test_a_students_tabs_count_as_one_student(browser, tiny_zoo, tmp_path):
         select(page, main, "Task", "copy")
         expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(r"^copy-"))
         settle(page)
-        form = page.locator("[data-testid='stForm']")
+        form = page.locator(".st-key-train_form")  # the run's form (a keyed container: no st.form since issue 30)
         form.get_by_label("Steps", exact=True).fill("1000000")
         form.get_by_label("Warmup steps").fill("5")
         page.get_by_role("button", name="Start training").click()

@@ -14,6 +14,8 @@ from browser_helpers import (CURRENT, DEADLINE_MS, SCREENSHOTS, TRAINING_DEADLIN
                              cut_off, nav, report, rerun, select, settle)
 from playwright.sync_api import expect
 
+from tfviz.train.presets import QUICK
+
 
 def test_train_then_open_in_explorer(page, open_page, timings) -> None:
     open_page(page, "/")
@@ -34,7 +36,7 @@ def test_train_then_open_in_explorer(page, open_page, timings) -> None:
     select(page, main, "Task", "induction")
     expect(page.get_by_label("Name", exact=True)).to_have_value(re.compile(r"^induction-"))  # the preset
     settle(page)
-    expect(page.get_by_label("Steps", exact=True)).to_have_value("500")
+    expect(page.get_by_label("Steps", exact=True)).to_have_value(str(QUICK["induction"].train.steps))
     page.get_by_label("Steps", exact=True).fill("60")
     page.get_by_label("Warmup steps").fill("5")
     t0 = time.perf_counter()
@@ -141,9 +143,10 @@ def field(page, label: str):
 def form_shown(page) -> dict:
     """The New run form's fields as the browser shows them."""
     main = page.locator("[data-testid='stMain']")
-    out = {lab: main.locator("[data-testid='stSelectbox']").filter(has_text=lab).first
-           .locator("input").input_value() for lab in ("Task", "Model type", "Preset", "Architecture",
-                                                      "Positions")}
+    out = {lab: main.locator("[data-testid='stSelectbox']")  # the label exactly ("Architecture" is
+           .filter(has=page.locator("[data-testid='stWidgetLabel']").get_by_text(lab, exact=True))  # not "... shape")
+           .first.locator("input").input_value()
+           for lab in ("Task", "Model type", "Preset", "Architecture shape", "Architecture", "Positions")}
     for lab in ("d_model", "Layers", "Heads", "Steps", "Batch size", "Learning rate", "Warmup steps",
                 "Seed", "Name"):
         out[lab] = field(page, lab).input_value()
