@@ -127,3 +127,22 @@ def stop_all(*sessions: AppTest, wait_s: float = 60) -> None:
             job_manager().stop(job.id)
         for job in my_jobs(at):
             job.wait(wait_s)
+
+
+def head_zeroed(model, x, layer: int, head: int, stack: str = "stack."):
+    """Logits with head ``head`` of ``layer`` zeroed by a plain forward hook on its ``hook_z``
+    (an independent recomputation of "switched off", for tests)."""
+    import torch
+
+    mod = dict(model.named_modules())[f"{stack}blocks.{layer}.attn.hook_z"]
+
+    def fn(m, i, z):
+        z = z.clone()
+        z[:, :, head] = 0
+        return z
+    h = mod.register_forward_hook(fn)
+    try:
+        with torch.no_grad():
+            return model(x)
+    finally:
+        h.remove()

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import arr, chart, heatmap_z, open_page, rerun, text
+from apptest_helpers import arr, chart, head_zeroed, heatmap_z, open_page, rerun, text
 
 from tfviz.analysis import explorer
 from tfviz.analysis.explorer import example_choices
@@ -17,20 +17,7 @@ from tfviz.train.checkpoint import load_checkpoint
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def zeroed(model, x, layer, head, stack="stack."):
-    """logits with head ``head`` of ``layer`` zeroed by a plain forward hook on its hook_z."""
-    mod = dict(model.named_modules())[f"{stack}blocks.{layer}.attn.hook_z"]
-
-    def fn(m, i, z):
-        z = z.clone()
-        z[:, :, head] = 0
-        return z
-    h = mod.register_forward_hook(fn)
-    try:
-        with torch.no_grad():
-            return model(x)
-    finally:
-        h.remove()
+zeroed = head_zeroed  # a plain forward hook (apptest_helpers)
 
 
 def test_heads_off_patch_lens_and_attribution_on_a_pronoun_model(tiny_zoo):

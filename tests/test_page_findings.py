@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import arr, chart, ok, open_page, rerun
+from apptest_helpers import arr, chart, head_zeroed, ok, open_page, rerun
 
 import tfviz
 from tfviz.analysis import score_model
@@ -217,20 +217,7 @@ def test_compare_section_shows_the_norm_pair_from_its_checkpoints() -> None:
                                         "pre-norm vs post-norm", "1 layer vs 2 layers"}
 
 
-def z_off(model, x, layer, head):
-    """Logits with one head's slice of hook_z zeroed (a plain forward hook)."""
-    mod = dict(model.named_modules())[f"stack.blocks.{layer}.attn.hook_z"]
-
-    def fn(m, i, z):
-        z = z.clone()
-        z[:, :, head] = 0
-        return z
-    h = mod.register_forward_hook(fn)
-    try:
-        with torch.no_grad():
-            return model(x)
-    finally:
-        h.remove()
+z_off = head_zeroed  # a plain forward hook (apptest_helpers)
 
 
 def test_pattern_or_choice_shows_both_pronoun_models_side_by_side() -> None:

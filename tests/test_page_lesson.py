@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import arr, chart, heatmap_z, ok, rerun
+from apptest_helpers import arr, chart, head_zeroed, heatmap_z, ok, rerun
 from streamlit.testing.v1 import AppTest
 
 import tfviz
@@ -210,18 +210,7 @@ def test_the_choice_step_is_the_agreement_models_head_recomputed_with_plain_hook
         rec = tfviz.record(ck.model, x, names=[f"blocks.{layer}.attn.hook_pattern"])
         np.testing.assert_allclose(arr(bars[0]["y"]), rec[f"blocks.{layer}.attn.hook_pattern"][0, h, q].numpy(),
                                    atol=1e-6)
-        mod = dict(ck.model.named_modules())[f"stack.blocks.{layer}.attn.hook_z"]
-
-        def zero(m, i, z):
-            z = z.clone()
-            z[:, :, h] = 0
-            return z
-        handle = mod.register_forward_hook(zero)
-        try:
-            with torch.no_grad():
-                off = ck.model(x)[0, q].softmax(-1)
-        finally:
-            handle.remove()
+        off = head_zeroed(ck.model, x, layer, h)[0, q].softmax(-1)
         names = [t["name"] for t in bars[1:]]  # P(law), P(rule)
         i_off = list(bars[1]["x"]).index(f"{head.group(1)} off")
         for t, name in zip(bars[1:], names):

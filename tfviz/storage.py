@@ -185,14 +185,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    try:  # make the rename itself durable (not possible on every OS / filesystem)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+    sync_folder(path.parent)  # make the rename itself durable
 
 
 def write(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
@@ -312,3 +305,16 @@ def read_bytes(path: Path, max_bytes: int) -> bytes:
         raise fail(path, f"{size / 2**20:.1f} MB is over the {max_bytes / 2**20:.0f} MB limit for "
                          "checkpoints (pass max_bytes= to allow larger files)")
     return path.read_bytes()
+
+
+def sync_folder(folder) -> None:
+    """fsync a folder, so that a rename inside it is durable (not possible on every OS or
+    filesystem: then nothing)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass

@@ -52,6 +52,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 from urllib.parse import quote
 
 from .. import limits
+from ..storage import sync_folder
 
 STATES = ("queued", "running", "done", "stopped", "failed")
 ACTIVE = ("queued", "running")
@@ -985,14 +986,7 @@ class SqliteRunStore:
             if side.is_file():
                 os.replace(side, dst.with_suffix(".json"))
             os.replace(src, dst)
-            try:
-                fd = os.open(dst.parent, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            except OSError:
-                pass
+            sync_folder(dst.parent)
         for other in attempt_files(dst).values():
             other.unlink(missing_ok=True)
             other.with_suffix(".json").unlink(missing_ok=True)
