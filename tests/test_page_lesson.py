@@ -6,6 +6,7 @@ as one HTML file."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,6 +57,8 @@ def test_the_steps_cover_the_lecture_in_order() -> None:
         assert len(s.controls) <= 2, s.id
         sentences = [x for x in re.split(r"(?<=[.?!])\s+", s.text.strip()) if x]
         assert 2 <= len(sentences) <= 4, (s.id, sentences)
+    pages = (Path(APP).parent / "ui" / "pages.toml").read_text()
+    assert f"the whole lecture as {len(STEPS)} steps" in pages  # Home's tour says the true count
 
 
 def test_every_step_renders_with_its_notice_and_link() -> None:
