@@ -87,7 +87,9 @@ def test_every_section_renders_from_the_real_files(why_zoo) -> None:
 
 def test_word2vec_on_the_corpus_and_on_a_users_text(why_zoo) -> None:
     at = open_page("why")
-    at.button(key="why_w2v_train").click().run()
+    train = [b for b in at.button if b.key == "why_w2v_train"]
+    if train:  # else an earlier test of this process trained it: one word2vec per corpus per server
+        train[0].click().run()
     ok(at)
     assert "king − man + woman ≈ 'queen'" in text(at)
     bars = chart(at, "why_w2v_analogy")["data"]

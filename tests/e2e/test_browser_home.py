@@ -41,7 +41,7 @@ def test_tour_lines_wrap(page, open_page) -> None:
         expect(page.get_by_text("Guided tour")).to_be_visible()
         settle(page)
         main = "[data-testid='stMain']"
-        assert page.locator(f"{main} [data-testid='stPageLink-NavLink']").count() == len(PAGES) - 1
+        expect(page.locator(f"{main} [data-testid='stPageLink-NavLink']")).to_have_count(len(PAGES) - 1)  # drawn
         cut = cut_off(page, f"{main} [data-testid='stPageLink-NavLink'], {main} [data-testid='stCaptionContainer']")
         page.screenshot(path=str(SCREENSHOTS / f"home_tour_{width}.png"), full_page=True)
         assert not cut, (width, cut)
