@@ -311,8 +311,8 @@ def answer_line(lm, inp, site, layer: int, head: int, metric: str) -> str | None
     if lm.task_name in TASK_DATA and site.stack == "":  # the grid heads_off shows for the task:
         key = ("heads", "task", site.label, None)  # stored, or computed when small enough to start by
         df = stored(lm, key)                       # itself (never a second button under the first)
-        cost = _grid_cost(lm, _inputs(lm, inp, "task"), iv.head_grid_layers(lm.model))
-        if df is None and starts_by_itself(lm, cost[0]):
+        cost = None if df is not None else _grid_cost(lm, _inputs(lm, inp, "task"), iv.head_grid_layers(lm.model))
+        if cost is not None and starts_by_itself(lm, cost[0]):  # the probe is built only when not stored
             df = computed(lm, key,
                           lambda p, mod: ef.head_effects(mod, _probe(lm, inp, "task", mod), stack=site.stack,
                                                          attention=site.attention, progress=p, spread=True),

@@ -109,12 +109,6 @@ DECIDING_CAT = "a noun of the deciding word's category"
 IN_SENTENCE = "a noun of the sentence"
 
 
-def _padded_batch(examples) -> tuple[torch.Tensor, torch.Tensor]:
-    n = max(len(e.tokens) for e in examples)
-    x = torch.tensor([list(e.tokens) + [0] * (n - len(e.tokens)) for e in examples])
-    return x, torch.tensor([e.meta["query_index"] for e in examples])
-
-
 def neither_fits(task, examples) -> list:
     """``examples`` with the deciding word (predicate or part) replaced by one of a third category
     that fits neither noun (deterministic per sentence): the deciding word's category is then
@@ -156,7 +150,7 @@ def category_control(model, task, examples, last_layer: list[str], name: str = "
     variants = {"none": [], name: _sites(last_layer)}
 
     def shares(exs, rules):
-        x, q = _padded_batch(exs)
+        x, q = _padded(exs), torch.tensor([e.meta["query_index"] for e in exs])
         meta = [(e.meta["category"], {int(e.tokens[i]) for m in e.meta["candidate_mentions"] for i in m},
                  int(e.tokens[e.meta["candidate_indices"][1 - e.meta["referent"]]]) if e.meta.get("referent") is not None else None)
                  for e in exs]
