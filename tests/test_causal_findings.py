@@ -83,8 +83,9 @@ def test_the_category_control_recomputed_with_plain_hooks(coref):
     row = a.loc[coref["control"]["off"]]
     np.testing.assert_allclose([row[zc.OTHER_IN_CAT], row[zc.DISTRACTOR], row[f"neither fits: {zc.DECIDING_CAT}"],
                                 row[f"neither fits: {zc.IN_SENTENCE}"]], [in_cat, distractor, deciding, sentence],
-                               atol=1e-9)
-    assert distractor == 0 and in_cat > 0.3 and deciding >= 0.98 and sentence == 0
+                               atol=1.01 / len(examples))  # a near-tie argmax may differ by one sentence
+    # between the batched, padded run and these one by one (float32 sums differ across CPUs)
+    assert distractor <= 0.02 and in_cat > 0.3 and deciding >= 0.98 and sentence <= 0.02  # category_first's cuts
 
 
 def test_induction_previous_token_head_necessary_layer_1_redundant_1_layer_none():
