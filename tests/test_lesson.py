@@ -143,3 +143,23 @@ def test_followers_redraw_a_few_at_a_time() -> None:
     for t in threads:
         t.join()
     assert most[0] == ClassRecord.REDRAWS and inside[0] == 0
+
+
+def test_the_sinks_notice_says_whether_the_papers_signature_holds() -> None:
+    """Issue 33: the window step's notice quotes every scheme's loss beyond the training length
+    against recomputation, and says the paper's signature held, half held or is absent."""
+    n = {"label": "lm-bos", "train_length": 64, "window": 32, "end": 512, "kmax": 4,
+         "loss_far": {"recompute": 1.86, "window": 1.861, "sinks 4": 1.859, "dense": 2.37},
+         "gap": {"recompute": 0.0, "window": 0.001, "sinks 4": -0.001, "dense": 0.51},
+         "sink_heads": 0, "heads": 8, "top_head": "L1H0", "top_share": 0.03, "top_even": 0.04,
+         "window_blows_up": False, "sinks_close": True, "signature": False,
+         "sink_ratio": 2.0, "blowup": 0.5, "close": 0.1}
+    text = say.sinks(n)
+    assert "**1.86** nats" in text and "with a sliding window of 32" in text and "2.37 (+0.51)" in text
+    assert "signature is **absent**" in text and "0 of 8 heads" in text and "full attention, not the window" in text
+    held = say.sinks({**n, "loss_far": {**n["loss_far"], "window": 4.1}, "gap": {**n["gap"], "window": 2.24, "dense": 0.2},
+                      "window_blows_up": True, "signature": True, "sink_heads": 6})
+    assert "That is the paper's signature" in held and "+2.24" in held and "6 of 8" in held
+    assert "not the window" not in held
+    half = say.sinks({**n, "window_blows_up": True, "sinks_close": False, "gap": {**n["gap"], "window": 1.0}})
+    assert "Only half" in half

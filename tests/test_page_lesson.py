@@ -221,3 +221,37 @@ def test_the_choice_step_is_the_agreement_models_head_recomputed_with_plain_hook
             assert abs(arr(t["y"])[i_off] - off[ck.tokenizer.token_to_id(word)].item()) < 1e-5, (name, sentence)
         top = ck.tokenizer.tokens_of([int(off.argmax())])[0]
         assert f"answer becomes **{top}** ({off.max().item():.2f})" in notice(at)
+
+
+def test_the_sinks_step_is_the_models_loss_recomputed_with_plain_forwards() -> None:
+    """Issue 33, item 1 in the lesson: the window step's notice quotes the loss beyond the training
+    length under full attention and under recomputation of the window, and the figure's full-attention
+    curve is the model's own loss; both recomputed here with plain forwards on the same fresh text."""
+    import pandas as pd
+    import torch.nn.functional as F
+
+    from tfviz.analysis import sinks
+    from tfviz.paths import zoo_dir
+    from tfviz.viz.sinks import SMOOTH
+
+    ck = load_checkpoint(zoo_dir() / "lm-bos.safetensors")
+    length, bos = sinks.text_setting(ck.task)
+    w = length // 2
+    at = rerun(lesson(), lesson_step="sinks")
+    words = notice(at)
+    assert at.selectbox(key="lesson_sinks_window").value == w
+    text = sinks.fresh_text(ck.tokenizer, sinks.FACTOR * length, bos=bos)
+    with torch.no_grad():
+        logits = ck.model.eval()(text)
+        dense = F.cross_entropy(logits[:, :-1].transpose(1, 2), text[:, 1:], reduction="none").mean(0)
+        recompute = torch.stack([F.cross_entropy(ck.model(text[:, max(0, p - w):p + 1])[:, -1], text[:, p + 1])
+                                 for p in range(length, text.shape[1] - 1)])
+    far_dense, far_rec = dense[length:].mean().item(), recompute.mean().item()
+    m = re.search(r"loses \*\*([\d.]+)\*\* nats per token when the last (\d+) tokens are recomputed", words)
+    assert m and int(m[2]) == w, words
+    assert abs(float(m[1]) - far_rec) < 0.006, (m[1], far_rec)
+    assert f"{far_dense:.2f} (" in words or f"{far_dense + 0.004:.2f} (" in words or f"{far_dense - 0.004:.2f} (" in words
+    curve = next(t for t in chart(at, "lesson_sinks")["data"] if t["name"] == sinks.condition_label("dense"))
+    smoothed = pd.Series(dense.double().numpy()).rolling(SMOOTH, min_periods=1).mean().to_numpy()
+    np.testing.assert_allclose(arr(curve["y"]), smoothed, atol=1e-4)
+    assert "paper's signature" in words  # held, half held or absent: always said

@@ -275,6 +275,35 @@ def cost(n: dict) -> str:
             ". Quadratic cost multiplies by 4 when n doubles, linear cost by 2.")
 
 
+def sinks(n: dict) -> str:
+    """The window past the training length: each scheme's mean loss beyond it against recomputing
+    the window, whether the paper's signature holds (window blows up, sinks bring it back), and
+    how many heads are sinks — the absence said with its numbers."""
+    f, g, k, w = n["loss_far"], n["gap"], n["kmax"], n["window"]
+    out = (f"Beyond its training length ({n['train_length']} tokens, up to token {n['end']}), "
+           f"{n['label']} loses **{_w(f['recompute'])}** nats per token when the last {w} tokens are "
+           f"recomputed from scratch, **{_w(f['window'])}** ({g['window']:+.2f}) with a sliding window "
+           f"of {w}, **{_w(f[f'sinks {k}'])}** ({g[f'sinks {k}']:+.2f}) with the first {k} tokens kept "
+           f"as sinks, and {_w(f['dense'])} ({g['dense']:+.2f}) with full attention over everything.")
+    heads = (f"{n['sink_heads']} of {n['heads']} heads put more than {n['sink_ratio']:g}× the even "
+             f"share on the first token (the strongest, {n['top_head']}, {_w(n['top_share'])} against "
+             f"{_w(n['top_even'])})")
+    if n["signature"]:
+        out += (f" That is the paper's signature: evicting the first tokens costs {g['window']:+.2f} "
+                f"nats, keeping {k} brings the window back within {n['close']:g} of recomputation; "
+                f"{heads}.")
+    elif not n["window_blows_up"]:
+        out += (f" The paper's signature is **absent** here: the plain window stays within "
+                f"{n['blowup']:g} nats of recomputation, so this model never needed its first tokens; "
+                f"{heads}. The paper's models are billions of parameters trained on long text.")
+    else:
+        out += (f" Only half the paper's signature: the window blows up, but {k} sinks do not bring "
+                f"it within {n['close']:g} nats of recomputation; {heads}.")
+    if g["dense"] > n["blowup"]:
+        out += " What breaks far past the training length is full attention, not the window."
+    return out
+
+
 def kv(n: dict) -> str:
     parts = [f"{m}: **{b:,}** bytes per token, loss {_w(loss)}" for m, b, loss in n["rows"]]
     return "KV cache and validation loss (measured at build time): " + "; ".join(parts) + "."

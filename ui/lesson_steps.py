@@ -116,6 +116,12 @@ def _coref(card: dict) -> bool:
     return _decoder(card) and _task(card) == "coref"
 
 
+def _grammar_lm(card: dict) -> bool:
+    from tfviz.analysis.sinks import text_setting
+
+    return _decoder(card) and text_setting(card.get("task")) is not None
+
+
 def _pos(scheme: str) -> Callable:
     return lambda card: _transformer(card) and _cfg(card).get("pos") == scheme
 
@@ -714,7 +720,7 @@ def mask_kinds(lm) -> list[str]:
     return [k for k in KINDS if k != "padding"]
 
 
-# ------------------------------------------------------------------------------ 21-22. cost
+# ------------------------------------------------------------------------------ 21-23. cost
 def cost_view(lm, v) -> View:
     from tfviz.bench.attention import LABELS
     from tfviz.bench import live
@@ -742,6 +748,42 @@ def cost_view(lm, v) -> View:
                                                              int(g["n"].iloc[-1]), float(g[col].iloc[-1]))
     return View(fig, numbers, f"Reference measured on {live.describe(meta)} (the Cost page "
                 "measures this machine).")
+
+
+def sink_windows(lm) -> list[int]:
+    from tfviz.analysis import sinks
+
+    length = sinks.text_setting(lm.ckpt.task)[0]
+    return sorted({max(1, length // 4), max(1, length // 2), length - 1})
+
+
+def sink_window_default(lm) -> int:
+    """Half the training length: the paper's caches are half their models' training length."""
+    from tfviz.analysis import sinks
+
+    return max(1, sinks.text_setting(lm.ckpt.task)[0] // 2)
+
+
+def sinks_view(lm, v) -> View:
+    from tfviz.analysis import sinks
+    from tfviz.viz import streaming_curves
+
+    from . import sinks as ui_sinks
+
+    with_window = int(v["window"]) if v.get("window") else None
+    r = ui_sinks.report(lm, with_window)   # the Masks page's own measurement, cached per server
+    s, story = r["settings"], r["story"]
+    fig = cache.figure_for(("lesson-sinks", *lm.key, s["window"]), streaming_curves, r["curves"],
+                           train_length=s["train_length"], window=s["window"],
+                           title=f"Loss per position, {s['tokens']} tokens of fresh text")
+    numbers = {k: story[k] for k in ("label", "train_length", "window", "loss_far", "gap", "kmax",
+                                     "sink_heads", "heads", "top_head", "top_share", "top_even",
+                                     "window_blows_up", "sinks_close", "signature", "end")}
+    numbers.update(sequences=s["sequences"], sink_ratio=sinks.SINK, blowup=sinks.BLOWUP,
+                   close=sinks.CLOSE)
+    return View(fig, numbers, f"{s['sequences']} fresh sequences of the built-in grammar (a seed no "
+                "training used), each point the mean over the last few positions. The paper: "
+                f"{sinks.PAPER}", link={})
 
 
 CONTRAST = ("full-explicit", "window-banded")  # the notice's two variants: every score vs the band
@@ -901,6 +943,14 @@ STEPS: tuple[Step, ...] = (
          "timings of the model's own attention kernels.",
          cost_view, say.cost, "cost",
          controls=(Control("what", "Show", "radio", ("time", "memory"), "time"),)),
+    Step("sinks", "cost", "What a window does to the predictions",
+         "A window is cheap, but the model then sees only the last w tokens. Large language models "
+         "park much of their attention on the very first tokens ('attention sinks'): evict them and "
+         "the loss blows up, keep four and it recovers (StreamingLLM, Xiao et al. 2023). Here a "
+         "small model reads text eight times longer than anything it was trained on.",
+         sinks_view, say.sinks, "masks", model="lm-bos", fits=_grammar_lm,
+         controls=(Control("window", "Window w (keys i − w … i)", "select", sink_windows,
+                           sink_window_default, type=int),)),
     Step("kv-cache", "cost", "Sharing keys and values: MHA, GQA, MQA",
          "While writing, a model keeps the keys and values of every earlier token in a cache. "
          "Grouped-query and multi-query attention let several query heads share one key/value "

@@ -68,9 +68,11 @@ def streaming_curves(curves: pd.DataFrame, *, train_length: int, window: int,
     fig.add_vline(x=window + 0.5, line=dict(dash="dot", color="#9ca3af"),
                   annotation=dict(text=f"first eviction (window {window})", font=dict(size=11)),
                   annotation_position="top right")
+    # the two labels at opposite ends of their lines: w and L are often close on a long axis, and
+    # a shift of a few pixels stopped keeping them apart once the type grew (the Lesson presents)
     fig.add_vline(x=train_length - 0.5, line=dict(dash="dash", color="#6b7280"),
-                  annotation=dict(text=f"training length {train_length}", font=dict(size=11), yshift=-18),
-                  annotation_position="top right")
+                  annotation=dict(text=f"training length {train_length}", font=dict(size=11)),
+                  annotation_position="bottom right")
     fig.update_xaxes(title=dict(text="position in the text (it predicts the next token)"),
                      range=[0, float(curves["position"].max())])
     fig.update_yaxes(title=dict(text=f"loss (nats), mean of {smooth}"))
