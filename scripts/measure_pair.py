@@ -1,6 +1,6 @@
 """Measure Compare's default "train a pair" as the app runs it: the form's default setting and
 values on a task, each run the task's Train preset (its width and steps), two runs at once with
-one torch thread each through one JobManager, from submit to both saved. Prints wall and CPU
+one torch thread each through one JobManager (``RunManager`` in this process), from submit to both saved. Prints wall and CPU
 seconds, each run's final validation / test accuracy, and the load average before and after.
 
     .venv/bin/python scripts/measure_pair.py [TASK] [SETTING]     # default: lm norm

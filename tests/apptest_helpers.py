@@ -112,7 +112,7 @@ def poll(at: AppTest, done, timeout: float = 120) -> AppTest:
 
 
 def my_jobs(at: AppTest) -> list:
-    """This AppTest session's training jobs on the server's one JobManager."""
+    """This AppTest session's training runs on the server's one ``RunManager`` (``ui.jobs.job_manager``)."""
     from ui.jobs import job_manager
 
     return job_manager().jobs(owner=at.session_state["sid"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -147,3 +148,70 @@ def test_manager_validates_and_caps_threads():
         JobManager(max_concurrent=0)
     JobManager(torch_threads=1)
     assert torch.get_num_threads() == 1
+
+
+# ------------------------------------------------------------------ issue 34: one manager
+def test_the_library_manager_is_the_run_manager_over_an_embedded_store(task):
+    """``JobManager`` is ``RunManager`` (one queue, one limit, one fair share, one restart): its runs
+    are records in a SQLite file of a temporary folder of its own, removed with the manager; a
+    run given no checkpoint saves into that folder."""
+    import gc
+    import weakref
+
+    from tfviz.runs import RunManager
+    from tfviz.runs.executor import InProcessExecutor
+    from tfviz.runs.store import SqliteRunStore
+
+    jobs = JobManager(torch_threads=1)
+    assert isinstance(jobs, RunManager) and isinstance(jobs.store, SqliteRunStore)
+    assert isinstance(jobs.executor, InProcessExecutor)
+    folder = jobs.store.path.parent
+    job = jobs.get(jobs.submit(mcfg(task), task, tcfg(4)))
+    assert job.wait(30) and job.snapshot().state == "done"
+    path = job.snapshot().checkpoint
+    assert path and Path(path).parent == folder / "checkpoints" and load_checkpoint(path).step == 4
+    assert jobs.store.get(job.id)["state"] == "done"  # the record the app's pages would read
+    gone = weakref.ref(jobs)
+    del jobs, job
+    gc.collect()
+    assert gone() is None and not folder.exists()
+
+
+def test_live_snapshots_and_stop_at_the_next_step(task):
+    """What a record cannot hold stays in memory: the attention snapshots as they are recorded
+    (before any checkpoint exists), and a Stop acted on at the next step (not the next heartbeat)."""
+    jobs = JobManager(torch_threads=1)
+    try:
+        job = jobs.get(jobs.submit(mcfg(task), task, tcfg(1_000_000, snapshot_every=2)))
+        wait_for(lambda: len(job.attention_snapshots()) >= 3)
+        assert job.snapshot().state == "running" and job.snapshot().checkpoint is None  # nothing saved yet
+        assert [s.step for s in job.attention_snapshots()[:3]] == [0, 2, 4]
+        assert jobs.stop(job.id) is True
+        assert job.wait(30)
+        s = job.snapshot()
+        assert s.state == "stopped" and load_checkpoint(s.checkpoint).train_state.step == s.step
+        assert len(job.attention_snapshots()) == len(load_checkpoint(s.checkpoint).snapshots)
+    finally:
+        jobs.shutdown(30)
+
+
+def test_a_manager_on_the_same_folder_resumes_what_the_last_one_left(task, tmp_path):
+    """Restart, the app's code: a manager whose threads end mid-run leaves the run queued with its
+    checkpoint; a new manager on the same folder (another program start) trains it on from there
+    to exactly its number of steps."""
+    spec = task.spec()
+    first = JobManager(torch_threads=1, folder=tmp_path)
+    run = first.submit(mcfg(task), spec, tcfg(400, checkpoint_every=20))
+    wait_for(lambda: first.get(run).snapshot().step >= 40)
+    first.executor.shutdown(30)  # the program ends: its running run is paused and queued again
+    left = first.get(run).snapshot()
+    assert left.state == "queued" and "paused" in left.message and load_checkpoint(left.checkpoint).step >= 40
+    second = JobManager(torch_threads=1, folder=tmp_path)
+    try:
+        job = second.get(run)
+        assert job.wait(120)
+        s = job.snapshot()
+        assert s.state == "done" and s.step == 400 and [h["step"] for h in s.history] == list(range(1, 401))
+        assert second.store.get(run)["attempts"] == 2
+    finally:
+        second.shutdown(30)

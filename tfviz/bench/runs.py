@@ -8,7 +8,12 @@ For each quick (CPU) preset of the Train page (``--tasks``; ``--steps`` caps its
             task's examples (what the Train page's hint does while the student reads the form;
             here a 2-step run of the preset first makes sure of it):
             wall time from ``submit`` to the record saying "done", and to its first loss point;
-  ratio     runs / direct (target <= 1.1).
+  ratio     runs / direct (target <= 1.1);
+  jobs      the same run through the library's ``tfviz.JobManager`` (issue 34: the same
+            ``RunManager`` over an embedded store, trained by a thread of this process):
+            wall time from ``submit`` to "done", and jobs / direct (before issue 34 the library's
+            manager was a thread around ``train()``: ratio 1 by construction, so a ratio within the
+            load's noise of 1 is "no behaviour change").
 Then ``restart``: an app-server process (``ui.jobs.job_manager``) trains a long run, is killed
 with its worker (``kill -9`` both, as a crash or reboot would), and a new server process starts:
 seconds from the new server's start to the run's first new step, and whether it ends at exactly
@@ -155,6 +160,7 @@ def restart(folder: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from ..runs.executor import LocalProcessExecutor
+    from ..runs.jobs import JobManager
     from ..train.presets import QUICK
     from ..runs.manager import RunManager
     from ..runs.store import SqliteRunStore
@@ -175,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# python -m tfviz.bench runs {' '.join(argv or [])}".rstrip(),
              f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
              f"load average at start {_load()} (a shared machine: the figures are upper bounds)",
-             f"{'preset':10} {'steps':>6} {'direct s':>9} {'runs s':>8} {'ratio':>6} {'first loss s':>13}  load"]
+             f"{'preset':10} {'steps':>6} {'direct s':>9} {'runs s':>8} {'ratio':>6} {'first loss s':>13} "
+             f"{'jobs s':>7} {'ratio':>6}  load"]
     print("\n".join(lines), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -184,23 +191,30 @@ def main(argv: list[str] | None = None) -> int:
                                         env={**os.environ, "TFVIZ_CHECKPOINT_DIR": str(folder)})
         executor.start()
         manager = RunManager(store, executor, max_concurrent=1, torch_threads=1)
+        jobs = JobManager(max_concurrent=1, torch_threads=1)
         totals = []
         try:
             for name in args.tasks:
                 d = direct(name, args.steps, folder)
                 r, first = through_runs(manager, name, args.steps, folder)
+                j, _ = through_runs(jobs, name, args.steps, folder)
                 steps = _preset(name, args.steps)[3].steps
-                line = f"{name:10} {steps:>6} {d:>9.2f} {r:>8.2f} {r / d:>6.2f} {first:>13.2f}  {_load()}"
+                line = (f"{name:10} {steps:>6} {d:>9.2f} {r:>8.2f} {r / d:>6.2f} {first:>13.2f} "
+                        f"{j:>7.2f} {j / d:>6.2f}  {_load()}")
                 lines.append(line)
                 print(line, flush=True)
-                totals.append((d, r))
+                totals.append((d, r, j))
         finally:
             executor.shutdown()
+            jobs.shutdown()
         if totals:
-            ratios = sorted(r / d for d, r in totals)
-            line = (f"all presets: direct {sum(d for d, _ in totals):.1f} s, runs {sum(r for _, r in totals):.1f} s, "
-                    f"ratio of the sums {sum(r for _, r in totals) / sum(d for d, _ in totals):.2f}, median ratio "
-                    f"{ratios[len(ratios) // 2]:.2f} (one preset's ratio swings with the load: see above)")
+            ratios = sorted(r / d for d, r, _ in totals)
+            in_proc = sorted(j / d for d, _, j in totals)
+            sd, sr, sj = (sum(t[i] for t in totals) for i in range(3))
+            line = (f"all presets: direct {sd:.1f} s, runs {sr:.1f} s, ratio of the sums {sr / sd:.2f}, median "
+                    f"ratio {ratios[len(ratios) // 2]:.2f}; jobs (in-process) {sj:.1f} s, ratio of the sums "
+                    f"{sj / sd:.2f}, median ratio {in_proc[len(in_proc) // 2]:.2f} (one preset's ratio swings "
+                    "with the load: see above)")
             lines.append(line)
             print(line, flush=True)
         if not args.no_restart:

@@ -219,4 +219,60 @@ class ThreadExecutor:
             t.join(timeout)
 
 
-__all__ = ["Executor", "LocalProcessExecutor", "ThreadExecutor"]
+class InProcessExecutor:
+    """Runs trained by threads of this process (the library's ``tfviz.JobManager``): a run is
+    claimed from the store the moment it is submitted when a slot is free (so it is "running"
+    when ``submit`` returns), and the thread that ends a run claims the next one in the fair
+    queue, or ends. ``local`` (``tfviz.runs.jobs.LocalRuns``): the Task objects, live snapshots,
+    results and tracebacks kept in memory, and Stop acted on at the next step. Never for a web
+    server: a fault in a run's native code would take the server down."""
+
+    def __init__(self, store, local=None, *, open_folder=None):
+        self.store, self.local, self.open_folder = store, local, open_folder
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+
+    def submit(self, run_id: str = "") -> None:
+        from .store import worker_id
+
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            while (rec := self.store.claim(worker := worker_id())) is not None:
+                t = threading.Thread(target=self._train, args=(worker, rec), daemon=True,
+                                     name=f"tfviz-run-{rec['id']}")
+                self._threads = [x for x in self._threads if x.is_alive()] + [t]
+                t.start()
+
+    start = submit
+
+    def _train(self, worker: str, rec) -> None:
+        from .worker import log, run_one
+
+        while rec is not None:
+            try:
+                run_one(self.store, worker, rec, self.open_folder, self._stopping, local=self.local)
+            except Exception as e:  # noqa: BLE001 - run_one reports its own; this is a bug's trace
+                log(worker, f"run {rec['id']}: {type(e).__name__}: {e}")
+            if self._stopping.is_set():
+                return
+            with self._lock:  # the next run in the fair queue, if a slot is still this thread's
+                rec = self.store.claim(worker)
+
+    def cancel(self, run_id: str) -> None:
+        if self.local is not None:
+            self.local.cancel(run_id)
+
+    def alive(self) -> list[str]:
+        return [t.name for t in self._threads if t.is_alive()]
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Running runs pause (checkpointed and queued again); the threads end."""
+        self._stopping.set()
+        for t in list(self._threads):
+            if t is not threading.current_thread():
+                t.join(timeout)
+
+
+__all__ = ["Executor", "InProcessExecutor", "LocalProcessExecutor", "ThreadExecutor"]

@@ -14,17 +14,20 @@ transaction that queues it, released when it ends.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import paths
 from ..train.budget import check_training, estimate
 from ..train.config import TrainConfig
-from .jobs import JobSnapshot
 from .store import ACTIVE, NewRun, Quota, RunStore, StoreUnavailable, new_run_id
+
+STATES = ("queued", "running", "done", "stopped", "failed")
 
 _SNAPSHOTS: dict[tuple[str, float], list] = {}
 _SNAPSHOTS_LOCK = threading.Lock()
@@ -49,9 +52,42 @@ def _task_spec(task: Any) -> dict:
         return spec
 
 
+@dataclass(frozen=True)
+class JobSnapshot:
+    """A consistent, immutable copy of a run's progress (safe to read from any thread)."""
+
+    id: str
+    name: str
+    owner: str | None
+    state: str  # one of STATES
+    queue_position: int | None  # 1 = next to start; None unless queued
+    step: int
+    total_steps: int
+    history: list[dict]  # one metrics dict per logged step (see tfviz.train.Event)
+    latest_snapshot: int | None  # index of the newest attention snapshot, None before the first
+    error: str | None
+    message: str
+    checkpoint: str | None
+    created: float
+    started: float | None
+    finished: float | None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("queued", "running")
+
+    @property
+    def latest(self) -> dict:
+        return self.history[-1] if self.history else {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 class RunJob:
-    """One run, as the pages see it (``tfviz.runs.jobs.Job``'s reading surface), read from the
-    store each time it is asked."""
+    """One run, as the pages see it, read from the store each time it is asked. Of a run trained
+    in this process (``tfviz.runs.jobs.JobManager``) also what a record cannot hold: the
+    attention snapshots as they are recorded, ``result`` (the ``TrainResult``) and ``traceback``."""
 
     def __init__(self, manager: "RunManager", rec: dict[str, Any]):
         self._manager, self.id, self.name, self.owner = manager, rec["id"], rec["name"], rec["owner"]
@@ -81,9 +117,24 @@ class RunJob:
     def state(self) -> str:
         return self.record()["state"]
 
+    @property
+    def result(self):
+        """The run's ``TrainResult`` when it trained in this process and has ended, else None."""
+        local = self._manager.local
+        return None if local is None else local.results.get(self.id)
+
+    @property
+    def traceback(self) -> str | None:
+        """The failure's traceback when the run failed in this process, else None."""
+        local = self._manager.local
+        return None if local is None else local.tracebacks.get(self.id)
+
     def attention_snapshots(self) -> list:
-        """The attention snapshots the run recorded, as saved in its checkpoint (read once per
-        version of the file)."""
+        """The attention snapshots the run recorded: live while it trains in this process, else
+        as saved in its checkpoint (read once per version of the file)."""
+        local = self._manager.local
+        if local is not None and (live := local.snapshots_of(self.id)) is not None:
+            return live
         path = self.record()["checkpoint"]
         if not path or not Path(path).is_file():
             return []
@@ -123,12 +174,20 @@ class RunManager:
     used, a dead worker's run back in the queue and another worker for it — from the moment the
     manager exists (the app makes it when its server starts: ``ui.server``), page visit or not."""
 
+    local = None  # tfviz.runs.jobs.LocalRuns: what runs trained in this process keep in memory
+    checkpoint_dir: Path | None = None  # where a run saves when submit names no checkpoint (None: paths.runs_dir())
+
     def __init__(self, store: RunStore, executor=None, max_concurrent: int = 1,
                  torch_threads: int | None = None, *, per_owner: int | None = None,
                  max_seconds: float | None = None, check_budget: bool = False,
                  quota: Quota | None = None, supervise: bool = False):
         if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or max_concurrent < 1:
             raise ValueError(f"max_concurrent={max_concurrent!r} must be a whole number >= 1")
+        if per_owner is not None and (isinstance(per_owner, bool) or not isinstance(per_owner, int)
+                                      or per_owner < 1):
+            raise ValueError(f"per_owner={per_owner!r} must be a whole number >= 1 (or None)")
+        if max_seconds is not None and not max_seconds > 0:
+            raise ValueError(f"max_seconds={max_seconds!r} must be above 0 (or None)")
         self.store, self.executor = store, executor
         self.max_concurrent, self.per_owner = max_concurrent, per_owner
         self.max_seconds, self.check_budget, self.quota = max_seconds, check_budget, quota
@@ -182,6 +241,10 @@ class RunManager:
         if isinstance(train_config, dict):
             train_config = TrainConfig.from_dict(train_config)
         train_config = train_config or TrainConfig()
+        if resume is not None:  # ".safetensors" may be omitted, as everywhere a checkpoint is read
+            from ..storage import checkpoint_path
+
+            resume = resume if Path(resume).exists() else checkpoint_path(resume)
         if resume is not None and model_config is None:
             from ..train.checkpoint import read_metadata
 
@@ -189,11 +252,13 @@ class RunManager:
         sized = model_config  # a fine-tuning run's config is given for its estimates only
         if self.check_budget and resume is None and init is None:
             check_training(model_config, train_config)  # BudgetError: the run would not fit
+        held = self.local is not None and not isinstance(task, (str, dict))  # the object itself trains
         spec_task = _task_spec(task)
-        if spec_task.get("tokenizer") == "given" and init is None:
+        if spec_task.get("tokenizer") == "given" and init is None and not held:
             raise ValueError("a task read with a model's own tokenizer trains only from that model (init)")
         run_id = new_run_id()
-        checkpoint = Path(checkpoint) if checkpoint is not None else paths.runs_dir() / f"{run_id}.safetensors"
+        folder = self.checkpoint_dir if self.checkpoint_dir is not None else paths.runs_dir()
+        checkpoint = Path(checkpoint) if checkpoint is not None else folder / f"{run_id}.safetensors"
         if checkpoint.suffix != ".safetensors":
             checkpoint = checkpoint.with_name(checkpoint.name + ".safetensors")
         spec = {"model_config": None if init is not None or model_config is None else model_config.to_dict(),
@@ -202,12 +267,20 @@ class RunManager:
                 "init": None if init is None else str(init), "max_seconds": self.max_seconds,
                 "check_budget": self.check_budget, "torch_threads": self.torch_threads}
         reserve = estimate(sized, train_config).checkpoint if sized is not None and self.quota else 0
+        if held:
+            self.local.tasks[run_id] = task
         return NewRun(run_id, owner, name or f"job-{run_id[:6]}", spec, train_config.steps, reserve,
                       str(checkpoint), client)
 
     def _queue(self, runs: list[NewRun]) -> list[str]:
-        self.store.set_slots(self.max_concurrent)  # (StoreUnavailable: the store's fault, as a sentence)
-        self.store.insert(runs, per_owner=self.per_owner, quota=self.quota)
+        try:
+            self.store.set_slots(self.max_concurrent)  # (StoreUnavailable: the store's fault, as a sentence)
+            self.store.insert(runs, per_owner=self.per_owner, quota=self.quota)
+        except BaseException:
+            if self.local is not None:  # nothing was queued: nothing of it kept
+                for r in runs:
+                    self.local.forget(r.id)
+            raise
         if self.executor is not None:
             for r in runs:
                 self.executor.submit(r.id)
@@ -265,7 +338,10 @@ class RunManager:
         self.store.move_to_front(job_id)
 
     def remove(self, job_id: str) -> None:
+        """Forget an ended run (a running or queued one is an error: stop it first)."""
         self.store.remove(job_id)
+        if self.local is not None:
+            self.local.forget(job_id)
 
     def wait_all(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -284,4 +360,4 @@ class RunManager:
         self.wait_all(timeout)
 
 
-__all__ = ["RunJob", "RunManager"]
+__all__ = ["STATES", "JobSnapshot", "RunJob", "RunManager"]

@@ -49,6 +49,30 @@ def _build_task(spec: dict, open_folder):
     return cached_task(task if isinstance(task, dict) else {"name": task})
 
 
+def _init_model(path: str | os.PathLike, task, open_folder: Callable[[Any], Any] | None):
+    """The weights a fine-tuning run starts from: a tfviz checkpoint, or a model folder opened by
+    ``open_folder`` (the app passes ``tfviz.interop.from_pretrained``: runs sit below the interop
+    layer and do not import it), checked against the task's tokenizer (its ids must be the
+    model's)."""
+    from ..train.checkpoint import load_checkpoint
+
+    if os.path.isdir(path):
+        if open_folder is None:
+            raise ValueError("this job manager starts only from tfviz checkpoints (it was given no "
+                             "open_folder to read a model folder with)")
+        ck = open_folder(path)
+    else:
+        ck = load_checkpoint(path)
+    tok = task.tokenizer
+    if tok.vocab_size > ck.config.vocab_size:
+        raise ValueError(f"the task's tokenizer has {tok.vocab_size:,} tokens, the model only "
+                         f"{ck.config.vocab_size:,} embeddings: fine-tune with the model's own tokenizer")
+    if ck.tokenizer is not None and ck.tokenizer.fingerprint() != tok.fingerprint():
+        raise ValueError("the task reads its text with another tokenizer than the model's: its ids "
+                         "would mean other tokens (build the task with the model's tokenizer)")
+    return ck.model
+
+
 def _sweep_own_temps(checkpoint: Path) -> None:
     """Temp files an earlier, killed attempt of this run left beside its checkpoint or its attempt
     files (that worker is gone, or has lost the run: its writes no longer count)."""
@@ -178,9 +202,12 @@ def _resume_source(rec: dict[str, Any], spec: dict[str, Any]) -> Path | None:
 
 
 def run_one(store, worker: str, rec: dict[str, Any],
-            open_folder: Callable[[Any], Any] | None = None, stopping: threading.Event | None = None) -> str:
+            open_folder: Callable[[Any], Any] | None = None, stopping: threading.Event | None = None,
+            local=None) -> str:
     """Train the claimed run ``rec`` to its end (or until asked to stop / pause) -> its state
     ("lost": another attempt holds it now; nothing of this one was written to its record).
+    ``local``: a run trained in the process that submitted it (``tfviz.runs.jobs.LocalRuns``):
+    its Task object, its live snapshots, an immediate Stop, its result and traceback.
 
     Fenced: the attempt number of the claim goes with every write to the store, and the run
     trains into its attempt's own file (``store.attempt_path``), which ``finish`` publishes onto
@@ -191,7 +218,6 @@ def run_one(store, worker: str, rec: dict[str, Any],
     from ..train.budget import BudgetError, check_training
     from ..train.checkpoint import MAX_HISTORY, compact_history, load_checkpoint
     from ..train.config import TrainConfig
-    from .jobs import _init_model
     from ..train.loop import train
     from ..train.setup import new_model
     from .store import StoreUnavailable
@@ -236,6 +262,8 @@ def run_one(store, worker: str, rec: dict[str, Any],
             state["step"] = event.step
         elif event.kind == "snapshot":
             state["n_snapshots"] += 1
+            if local is not None:
+                local.snapshot(run_id, event.snapshot)
         elif event.kind == "checkpoint":
             state["checkpoint"], state["saved_step"] = str(event.path), event.step
         if flush(force=event.kind == "checkpoint") and event.kind == "checkpoint" and attempt is not None:
@@ -249,6 +277,8 @@ def run_one(store, worker: str, rec: dict[str, Any],
     timed_out: list[bool] = []
 
     def stop() -> bool:
+        if local is not None and beat.directive is None and local.cancelled(run_id):
+            beat.directive = "stop"  # the submitting process's Stop: now, not at the next beat
         if beat.directive is not None or (stopping is not None and stopping.is_set()):
             return True
         if max_seconds is not None and ran() > max_seconds:
@@ -276,7 +306,8 @@ def run_one(store, worker: str, rec: dict[str, Any],
         if attempt is not None:
             final.parent.mkdir(parents=True, exist_ok=True)
             mine.parent.mkdir(mode=stat.S_IMODE(os.stat(final.parent).st_mode), exist_ok=True)
-        task = _build_task(spec, open_folder)
+        task = local.task(run_id) if local is not None else None
+        task = task if task is not None else _build_task(spec, open_folder)
         resume = None
         source = _resume_source(rec, spec)
         if source is not None:
@@ -297,11 +328,15 @@ def run_one(store, worker: str, rec: dict[str, Any],
                 check_training(config, cfg)
             model = new_model(config, cfg.seed)
             history, state["step"], state["n_snapshots"] = [], 0, 0
+        if local is not None:
+            local.begin(run_id, list(resume.snapshots) if resume is not None else [])
         identity = {"id": run_id, "name": rec["name"], "created": rec["created"],
                     **{k: spec.get(k) for k in ("init", "resume", "max_seconds", "check_budget", "torch_threads")}}
         result = train(model, task, cfg, [on_event], checkpoint=mine, resume=resume, stop=stop,
                        checkpoint_seconds=limits.checkpoint_seconds(), extra={"run": identity})
         beat.done.set()
+        if local is not None:
+            local.results[run_id] = result
         state["step"] = result.step
         if result.checkpoint:
             state["checkpoint"] = str(result.checkpoint)
@@ -337,7 +372,10 @@ def run_one(store, worker: str, rec: dict[str, Any],
         else:
             error = str(e) if isinstance(e, BudgetError) else f"{type(e).__name__}: {e}"
         log(worker, f"run {run_id} failed: {error}")
-        traceback.print_exc()
+        if local is not None:
+            local.tracebacks[run_id] = traceback.format_exc()
+        else:
+            traceback.print_exc()
         if beat.directive == "lost":
             return lost()
         return end("failed", error=error, message=error, step=state["step"], history=history,
