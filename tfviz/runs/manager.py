@@ -1,7 +1,10 @@
-"""Runs that outlive the web server: ``RunManager`` has ``JobManager``'s public surface (submit /
-submit_group / get(id).snapshot() / stop / jobs / free_slots), but a run is a record in a run
-store (``tfviz.runs.store``) trained by worker processes (``tfviz.runs.worker``) that an
-executor (``tfviz.runs.executor``) provides. The manager only writes and reads records.
+"""The one run manager (issue 34): submit / submit_group / get(id).snapshot() / stop / jobs /
+free_slots, where a run is a record in a run store (``tfviz.runs.store``) trained by workers
+(``tfviz.runs.worker.run_one``) that an executor (``tfviz.runs.executor``) provides. The manager
+only writes and reads records, so queueing, the per-owner limit, the fair queue, the time cap and
+restart have one implementation: the app's (SQLite + worker processes: ``ui.jobs``), a Ray
+cluster's (``tfviz.runs.ray``) and the library's (``tfviz.JobManager``: an embedded store and
+threads of the calling process, ``tfviz.runs.jobs``).
 
     store = SqliteRunStore(paths.runs_db())
     runs = RunManager(store, LocalProcessExecutor(store.path, workers=2), max_concurrent=2)
@@ -289,10 +292,14 @@ class RunManager:
     def submit(self, model_config, task, train_config=None, *, checkpoint=None, resume=None,
                init=None, owner: str | None = None, name: str | None = None,
                client: str | None = None) -> str:
-        """Queue a run and return its id (``JobManager.submit``'s arguments; ``client``: the
-        student behind the owning session, whose tabs share one limit and one fair share).
-        JobLimitError, BudgetError, QuotaError, StoreUnavailable (all ValueErrors) say why
-        nothing was queued."""
+        """Queue a run and return its id. ``task``: a registry name, a spec dict or a Task (a Task
+        object trains as it is only in the process that submitted it: ``tfviz.runs.jobs``; elsewhere
+        its spec is rebuilt). ``checkpoint``: where it saves (default: ``checkpoint_dir`` or
+        ``paths.runs_dir()``). ``resume``: a checkpoint to continue from (``model_config`` may be
+        None: taken from it). ``init``: fine-tune from these weights (a tfviz checkpoint or a model
+        folder) with a fresh optimizer. ``client``: the student behind the owning session, whose
+        tabs share one limit and one fair share. JobLimitError, BudgetError, QuotaError,
+        StoreUnavailable (all ValueErrors) say why nothing was queued."""
         return self._queue([self._new_run(model_config, task, train_config, checkpoint=checkpoint,
                                           resume=resume, init=init, owner=owner, name=name,
                                           client=client)])[0]
