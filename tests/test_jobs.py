@@ -215,3 +215,14 @@ def test_a_manager_on_the_same_folder_resumes_what_the_last_one_left(task, tmp_p
         assert second.store.get(run)["attempts"] == 2
     finally:
         second.shutdown(30)
+
+
+def test_a_job_still_reads_as_before(manager, task):
+    """``Job`` (now ``RunJob``) keeps the attributes the threads' job had: state, step, history,
+    error, message, checkpoint, result, traceback."""
+    job = manager.get(manager.submit(mcfg(task), task, tcfg(3)))
+    assert job.wait(30)
+    s = job.snapshot()
+    assert (job.state, job.step, job.history, job.error, job.message, job.checkpoint) == \
+        (s.state, s.step, s.history, s.error, s.message, s.checkpoint)
+    assert job.result.status == "done" and job.result.step == 3 and job.traceback is None

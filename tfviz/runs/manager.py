@@ -120,6 +120,13 @@ class RunJob:
     def state(self) -> str:
         return self.record()["state"]
 
+    # what the threads' ``Job`` (before issue 34) had as attributes, read from the record
+    step = property(lambda self: self.snapshot().step)
+    history = property(lambda self: self.snapshot().history)
+    error = property(lambda self: self.snapshot().error)
+    message = property(lambda self: self.snapshot().message)
+    checkpoint = property(lambda self: self.snapshot().checkpoint)
+
     @property
     def result(self):
         """The run's ``TrainResult`` when it trained in this process and has ended, else None."""
