@@ -41,6 +41,11 @@ def test_streaming_curves_smooth_and_keep_each_positions_loss() -> None:
     xs = sorted(s.x0 for s in fig.layout.shapes)
     assert xs == [8.5, 19.5]  # the first eviction, the training length
     assert fig.data[0].line.dash == "dot" and fig.data[2].line.dash == "dash"
+    assert fig.layout.legend.orientation == "h"  # a page's column: under the plot
+    wide = streaming_curves(df, train_length=20, window=8, smooth=4, legend="right")
+    assert wide.layout.legend.orientation != "h" and [t.name for t in wide.data] == [t.name for t in fig.data]
+    with pytest.raises(ValueError, match="legend"):
+        streaming_curves(df, train_length=20, window=8, legend="top")
 
 
 def records(n_layers: int) -> dict:

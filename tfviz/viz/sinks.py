@@ -45,11 +45,15 @@ def sink_share_heatmap(shares: pd.DataFrame, first: tuple[int, ...] = (1, 4), *,
 
 
 def streaming_curves(curves: pd.DataFrame, *, train_length: int, window: int,
-                     smooth: int = SMOOTH, title: str | None = None) -> go.Figure:
+                     smooth: int = SMOOTH, title: str | None = None, legend: str = "below") -> go.Figure:
     """Loss per position, one line per condition (``curves`` from ``streaming_losses``:
     condition, label, position, loss). Each point is the mean over ``smooth`` consecutive
     positions (hover: that mean and the position's own loss); dotted vertical lines mark the
-    first eviction (position w + 1) and the training length."""
+    first eviction (position w + 1) and the training length. ``legend``: "below" (a page's
+    column: the long labels one per row under the plot) or "right" (a wide figure, e.g.
+    presented: below, three rows of labels ran into the position axis once its height was capped)."""
+    if legend not in ("below", "right"):
+        raise ValueError(f"legend={legend!r}: 'below' or 'right'")
     if {"condition", "label", "position", "loss"} - set(curves.columns):
         raise ValueError("streaming_curves needs columns condition, label, position, loss")
     fig = go.Figure()
@@ -76,7 +80,8 @@ def streaming_curves(curves: pd.DataFrame, *, train_length: int, window: int,
     fig.update_xaxes(title=dict(text="position in the text (it predicts the next token)"),
                      range=[0, float(curves["position"].max())])
     fig.update_yaxes(title=dict(text=f"loss (nats), mean of {smooth}"))
-    fig.update_layout(legend=dict(orientation="h", y=-0.3))
+    if legend == "below":
+        fig.update_layout(legend=dict(orientation="h", y=-0.3))
     return apply_theme(fig, title=title or "Loss per position far past the training length",
                        height=520, width=900)
 
