@@ -255,3 +255,5 @@ def test_the_sinks_step_is_the_models_loss_recomputed_with_plain_forwards() -> N
     smoothed = pd.Series(dense.double().numpy()).rolling(SMOOTH, min_periods=1).mean().to_numpy()
     np.testing.assert_allclose(arr(curve["y"]), smoothed, atol=1e-4)
     assert "paper's signature" in words  # held, half held or absent: always said
+    (link,) = [p for p in at.get("page_link") if "masks" in p.proto.page]  # go deeper: the same measurement
+    assert "sinks=True" in link.proto.query_string and f"sink_window={w}" in link.proto.query_string, link.proto

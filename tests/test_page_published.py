@@ -112,3 +112,31 @@ def test_masks_page_falls_back_to_the_shipped_sink_model(tiny_zoo) -> None:
     ok(at)
     assert "was not trained on the built-in text" in text(at) and "lm-bos" in text(at)
     assert "lm-bos" in chart(at, "sink_curves")["layout"]["title"]["text"]
+
+
+def test_a_link_opens_the_sink_section_measured_with_its_window(tiny_lm, monkeypatch) -> None:
+    """The Lesson's window step goes deeper to the Masks page with ``sinks=true&sink_window=w``: the
+    section opens measured with that window; a window that is not one of this model's choices
+    falls back to half the training length, with a note."""
+    from streamlit.testing.v1 import AppTest
+
+    from apptest_helpers import APP
+
+    monkeypatch.setenv("TFVIZ_CHECKPOINT_DIR", str(tiny_lm.parent))
+
+    def linked(**params) -> AppTest:
+        at = AppTest.from_file(str(APP), default_timeout=300)
+        for k, v in {"model": f"shipped/{tiny_lm.stem}", **params}.items():
+            at.query_params[k] = v
+        at.switch_page("app_pages/masks.py")
+        at.run()
+        return ok(at)
+
+    at = linked(sinks="true", sink_window="4")  # block 16: windows 4, 8, 15
+    assert at.toggle(key="sink_live").value is True and at.select_slider(key="sink_window").value == 4
+    ck = load_checkpoint(tiny_lm)
+    want = sinks.sink_report(ck.model, ck.tokenizer, ck.task, window=4)
+    assert want["story"]["sentence"].split(":", 1)[1] in text(at)
+    at = linked(sinks="1", sink_window="5")
+    assert at.select_slider(key="sink_window").value == 8
+    assert any("sink_window=5" in i.value and "showing 8" in i.value for i in at.info), [i.value for i in at.info]

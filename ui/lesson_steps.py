@@ -783,7 +783,7 @@ def sinks_view(lm, v) -> View:
                    close=sinks.CLOSE)
     return View(fig, numbers, f"{s['sequences']} fresh sequences of the built-in grammar (a seed no "
                 "training used), each point the mean over the last few positions. The paper: "
-                f"{sinks.PAPER}", link={})
+                f"{sinks.PAPER}", link={"sinks": True, "sink_window": s["window"]})
 
 
 CONTRAST = ("full-explicit", "window-banded")  # the notice's two variants: every score vs the band

@@ -86,7 +86,9 @@ SCHEMAS.update({
               Setting("window", "mask_window", int, lo=1, hi=100_000),
               Setting("global", "mask_global", int, lo=0, hi=4), Setting("pads", "mask_pads", int, lo=1, hi=8),
               Setting("layer", "mask_layer", int, lo=0, hi=1000), Setting("head", "mask_head", int, lo=0, hi=1000),
-              Setting("edit", "mask_edit_pos", int, lo=1, hi=100_000)),
+              Setting("edit", "mask_edit_pos", int, lo=1, hi=100_000),
+              Setting("sinks", "sink_live", bool, default=False),  # the attention-sink section, measured live
+              Setting("sink_window", "sink_window", int, lo=1, hi=100_000)),
     "cost": (Setting("max_n", "cost_max_n", int, choices=tuple(2 ** i for i in range(8, 18))),
              Setting("window", "cost_window", int, choices=(16, 32, 64, 128, 256)),
              Setting("pass", "cost_pass", choices=("fwd", "fwd+bwd")),

@@ -59,6 +59,11 @@ def section(lm) -> None:
                 "measure it instead).")
     length = sinks.text_setting(m.ckpt.task)[0]
     choices = sorted({max(1, length // 4), max(1, length // 2), length - 1})
+    if st.session_state.get("sink_window") not in (None, *choices):  # a link's, or another model's
+        st.session_state.pop("sink_window")
+        from .links import fell_back
+
+        fell_back("sink_window", max(1, length // 2))
     window = st.select_slider("window w (keys i − w … i)", choices, max(1, length // 2), key="sink_window",
                               help="The paper's caches are half their models' training length")
     with st.spinner(f"Measuring {m.ref.label} on fresh text ({sinks.FACTOR} × {length} tokens)…"):
