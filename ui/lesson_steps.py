@@ -750,18 +750,16 @@ def cost_view(lm, v) -> View:
                 "measures this machine).")
 
 
-def sink_windows(lm) -> list[int]:
-    from tfviz.analysis import sinks
+def _sink_windows(lm) -> list[int]:
+    from . import sinks as ui_sinks
 
-    length = sinks.text_setting(lm.ckpt.task)[0]
-    return sorted({max(1, length // 4), max(1, length // 2), length - 1})
+    return ui_sinks.windows(lm)
 
 
-def sink_window_default(lm) -> int:
-    """Half the training length: the paper's caches are half their models' training length."""
-    from tfviz.analysis import sinks
+def _sink_window_default(lm) -> int:
+    from . import sinks as ui_sinks
 
-    return max(1, sinks.text_setting(lm.ckpt.task)[0] // 2)
+    return ui_sinks.default_window(lm)
 
 
 def sinks_view(lm, v) -> View:
@@ -949,8 +947,8 @@ STEPS: tuple[Step, ...] = (
          "the loss blows up, keep four and it recovers (StreamingLLM, Xiao et al. 2023). Here a "
          "small model reads text eight times longer than anything it was trained on.",
          sinks_view, say.sinks, "masks", model="lm-bos", fits=_grammar_lm,
-         controls=(Control("window", "Window w (keys i − w … i)", "select", sink_windows,
-                           sink_window_default, type=int),)),
+         controls=(Control("window", "Window w (keys i − w … i)", "select", _sink_windows,
+                           _sink_window_default, type=int),)),
     Step("kv-cache", "cost", "Sharing keys and values: MHA, GQA, MQA",
          "While writing, a model keeps the keys and values of every earlier token in a cache. "
          "Grouped-query and multi-query attention let several query heads share one key/value "

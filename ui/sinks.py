@@ -34,6 +34,18 @@ def cards_in_zoo() -> dict:
     return zoo_cards(zoo_dir())
 
 
+def windows(lm) -> list[int]:
+    """The windows a page offers for ``lm`` (trained on the built-in text): a quarter, a half and all
+    but one of its training length."""
+    length = sinks.text_setting(lm.ckpt.task)[0]
+    return sorted({max(1, length // 4), max(1, length // 2), length - 1})
+
+
+def default_window(lm) -> int:
+    """Half the training length: the paper's caches are half their models' training length."""
+    return max(1, sinks.text_setting(lm.ckpt.task)[0] // 2)
+
+
 def applies(lm) -> bool:
     return lm.config.arch == "decoder" and sinks.text_setting(lm.ckpt.task) is not None
 
@@ -58,13 +70,13 @@ def section(lm) -> None:
                 f"the shipped **{m.ref.label}** (pick another language model in the sidebar to "
                 "measure it instead).")
     length = sinks.text_setting(m.ckpt.task)[0]
-    choices = sorted({max(1, length // 4), max(1, length // 2), length - 1})
+    choices, default = windows(m), default_window(m)
     if st.session_state.get("sink_window") not in (None, *choices):  # a link's, or another model's
         st.session_state.pop("sink_window")
         from .links import fell_back
 
-        fell_back("sink_window", max(1, length // 2))
-    window = st.select_slider("window w (keys i − w … i)", choices, max(1, length // 2), key="sink_window",
+        fell_back("sink_window", default)
+    window = st.select_slider("window w (keys i − w … i)", choices, default, key="sink_window",
                               help="The paper's caches are half their models' training length")
     with st.spinner(f"Measuring {m.ref.label} on fresh text ({sinks.FACTOR} × {length} tokens)…"):
         try:
@@ -87,4 +99,4 @@ def section(lm) -> None:
                f"{sinks.PAPER}")
 
 
-__all__ = ["SHIPPED", "applies", "report", "section"]
+__all__ = ["SHIPPED", "applies", "default_window", "report", "section", "windows"]
