@@ -773,7 +773,7 @@ def sinks_view(lm, v) -> View:
     s, story = r["settings"], r["story"]
     fig = cache.figure_for(("lesson-sinks", *lm.key, s["window"]), streaming_curves, r["curves"],
                            train_length=s["train_length"], window=s["window"],
-                           title=f"Loss per position, {s['tokens']} tokens of fresh text", legend="right")
+                           title=f"Loss per position, {s['tokens']} tokens of fresh text")
     numbers = {k: story[k] for k in ("label", "train_length", "window", "loss_far", "gap", "kmax",
                                      "sink_heads", "heads", "top_head", "top_share", "top_even",
                                      "window_blows_up", "sinks_close", "signature", "end")}

@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 from .theme import HEAD_COLOURS, apply_theme, attention_colour
 
 SMOOTH = 16  # positions averaged per point of the loss curves
+LABEL_BG = "rgba(255, 255, 255, 0.85)"  # behind a line label: another line it crosses stays legible
 
 
 def sink_share_heatmap(shares: pd.DataFrame, first: tuple[int, ...] = (1, 4), *,
@@ -45,15 +46,11 @@ def sink_share_heatmap(shares: pd.DataFrame, first: tuple[int, ...] = (1, 4), *,
 
 
 def streaming_curves(curves: pd.DataFrame, *, train_length: int, window: int,
-                     smooth: int = SMOOTH, title: str | None = None, legend: str = "below") -> go.Figure:
+                     smooth: int = SMOOTH, title: str | None = None) -> go.Figure:
     """Loss per position, one line per condition (``curves`` from ``streaming_losses``:
     condition, label, position, loss). Each point is the mean over ``smooth`` consecutive
     positions (hover: that mean and the position's own loss); dotted vertical lines mark the
-    first eviction (position w + 1) and the training length. ``legend``: "below" (a page's
-    column: the long labels one per row under the plot) or "right" (a wide figure, e.g.
-    presented: below, three rows of labels ran into the position axis once its height was capped)."""
-    if legend not in ("below", "right"):
-        raise ValueError(f"legend={legend!r}: 'below' or 'right'")
+    first eviction (position w + 1) and the training length."""
     if {"condition", "label", "position", "loss"} - set(curves.columns):
         raise ValueError("streaming_curves needs columns condition, label, position, loss")
     fig = go.Figure()
@@ -70,18 +67,20 @@ def streaming_curves(curves: pd.DataFrame, *, train_length: int, window: int,
                                            f"last {smooth} positions %{{y:.3f}} nats "
                                            "(this position %{customdata:.3f})<extra></extra>")))
     fig.add_vline(x=window + 0.5, line=dict(dash="dot", color="#9ca3af"),
-                  annotation=dict(text=f"first eviction (window {window})", font=dict(size=11)),
+                  annotation=dict(text=f"first eviction (window {window})", font=dict(size=11), bgcolor=LABEL_BG),
                   annotation_position="top right")
     # the two labels at opposite ends of their lines: w and L are often close on a long axis, and
     # a shift of a few pixels stopped keeping them apart once the type grew (the Lesson presents)
     fig.add_vline(x=train_length - 0.5, line=dict(dash="dash", color="#6b7280"),
-                  annotation=dict(text=f"training length {train_length}", font=dict(size=11)),
+                  annotation=dict(text=f"training length {train_length}", font=dict(size=11), bgcolor=LABEL_BG),
                   annotation_position="bottom right")
     fig.update_xaxes(title=dict(text="position in the text (it predicts the next token)"),
                      range=[0, float(curves["position"].max())])
     fig.update_yaxes(title=dict(text=f"loss (nats), mean of {smooth}"))
-    if legend == "below":
-        fig.update_layout(legend=dict(orientation="h", y=-0.3))
+    # the legend at the figure's bottom edge (the margin grows to hold it): placed under the plot
+    # by a fraction of its height, three rows of long labels ran into the position axis once a
+    # presented figure's height was capped; beside it, they took half of a 1024 px plot's width
+    fig.update_layout(legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left"))
     return apply_theme(fig, title=title or "Loss per position far past the training length",
                        height=520, width=900)
 
