@@ -157,6 +157,7 @@ def test_the_sinks_notice_says_whether_the_papers_signature_holds() -> None:
     text = say.sinks(n)
     assert "**1.86** nats" in text and "with a sliding window of 32" in text and "2.37 (+0.51)" in text
     assert "signature is **absent**" in text and "0 of 8 heads" in text and "full attention, not the window" in text
+    assert "(+0.00) with the first 4 tokens" in text and "-0.00" not in text  # -0.001 rounds to zero
     held = say.sinks({**n, "loss_far": {**n["loss_far"], "window": 4.1}, "gap": {**n["gap"], "window": 2.24, "dense": 0.2},
                       "window_blows_up": True, "signature": True, "sink_heads": 6})
     assert "That is the paper's signature" in held and "+2.24" in held and "6 of 8" in held

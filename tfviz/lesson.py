@@ -33,6 +33,11 @@ def _g(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _d(x: float) -> str:
+    """A difference to two decimals with its sign; one that rounds to zero is "+0.00", not "-0.00"."""
+    return f"{round(x, 2) + 0.0:+.2f}"
+
+
 def tokens(n: dict) -> str:
     r = n["rows"]
     c, w, b = r.get("char"), r.get("word"), r.get("bpe")
@@ -282,14 +287,14 @@ def sinks(n: dict) -> str:
     f, g, k, w = n["loss_far"], n["gap"], n["kmax"], n["window"]
     out = (f"Beyond its training length ({n['train_length']} tokens, up to token {n['end']}), "
            f"{n['label']} loses **{_w(f['recompute'])}** nats per token when the last {w} tokens are "
-           f"recomputed from scratch, **{_w(f['window'])}** ({g['window']:+.2f}) with a sliding window "
-           f"of {w}, **{_w(f[f'sinks {k}'])}** ({g[f'sinks {k}']:+.2f}) with the first {k} tokens kept "
-           f"as sinks, and {_w(f['dense'])} ({g['dense']:+.2f}) with full attention over everything.")
+           f"recomputed from scratch, **{_w(f['window'])}** ({_d(g['window'])}) with a sliding window "
+           f"of {w}, **{_w(f[f'sinks {k}'])}** ({_d(g[f'sinks {k}'])}) with the first {k} tokens kept "
+           f"as sinks, and {_w(f['dense'])} ({_d(g['dense'])}) with full attention over everything.")
     heads = (f"{n['sink_heads']} of {n['heads']} heads put more than {n['sink_ratio']:g}× the even "
              f"share on the first token (the strongest, {n['top_head']}, {_w(n['top_share'])} against "
              f"{_w(n['top_even'])})")
     if n["signature"]:
-        out += (f" That is the paper's signature: evicting the first tokens costs {g['window']:+.2f} "
+        out += (f" That is the paper's signature: evicting the first tokens costs {_d(g['window'])} "
                 f"nats, keeping {k} brings the window back within {n['close']:g} of recomputation; "
                 f"{heads}.")
     elif not n["window_blows_up"]:
