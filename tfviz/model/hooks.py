@@ -181,8 +181,8 @@ class HookPoint(nn.Module):
         return super().__call__(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.sink is not None:
-            self.sink[self.name] = x if self.keep_graph else x.detach()
+        if self.sink is not None:  # (no_grad: x carries no graph, so no detach call to pay for)
+            self.sink[self.name] = x if self.keep_graph or not x.requires_grad else x.detach()
         return x
 
 

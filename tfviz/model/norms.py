@@ -25,6 +25,12 @@ from torch import nn
 from .hooks import HookPoint
 
 
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t.to(dtype)``, skipping the call when it is already that dtype (a recorded forward on a GPU
+    is bound by such calls)."""
+    return t if t.dtype == dtype else t.to(dtype)
+
+
 def _hooks(norm: nn.Module) -> None:
     norm.hook_scale, norm.hook_normalized, norm.hook_out = HookPoint(), HookPoint(), HookPoint()
 
@@ -39,16 +45,26 @@ class LayerNorm(nn.LayerNorm):
         _hooks(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = super().forward(x)  # the fused kernel: the same numbers whether recorded or not
-        if self.hook_scale.active or self.hook_normalized.active:
-            h = x.float() if x.element_size() < 4 else x  # bf16/fp16 up to float32; float64 stays
-            centred = h - h.mean(-1, keepdim=True)
-            scale = (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt().to(x.dtype)  # [batch, pos, 1]
-            hooked_scale = self.hook_scale(scale)
-            normalized = (centred / hooked_scale.to(h.dtype)).to(x.dtype)  # [batch, pos, d_model]
-            hooked = self.hook_normalized(normalized)
-            if hooked is not normalized or hooked_scale is not scale:  # a hook replaced one
-                out = hooked * self.weight + self.bias
+        if not (self.hook_scale.active or self.hook_normalized.active):
+            return self.hook_out(super().forward(x))  # the fused kernel
+        # The same fused kernel, which also returns each position's mean and 1/sqrt(var + eps)
+        # (float32 for half inputs): the output is the number F.layer_norm gives, and the scale and
+        # the normalized value cost three small kernels beside it, not ten.
+        xs, w, b = x, self.weight, self.bias
+        if torch.is_autocast_enabled(x.device.type):  # autocast runs layer_norm in float32
+            xs, w, b = (None if t is None else _as(t, torch.float32) for t in (x, w, b))
+        out, mean, rstd = torch.native_layer_norm(xs, self.normalized_shape, w, b, self.eps)
+        h = _as(x, torch.float32) if x.element_size() < 4 else x  # half up to float32; float64 stays
+        scale = _as(rstd.reciprocal(), x.dtype)  # [batch, pos, 1]
+        hooked_scale = self.hook_scale(scale)
+        centred = h - _as(mean, h.dtype)
+        if hooked_scale is scale:
+            normalized = _as(centred * _as(rstd, h.dtype), x.dtype)  # [batch, pos, d_model]
+        else:  # a hook replaced the scale: divide by it
+            normalized = _as(centred / _as(hooked_scale, h.dtype), x.dtype)
+        hooked = self.hook_normalized(normalized)
+        if hooked is not normalized or hooked_scale is not scale:  # a hook replaced one
+            out = hooked * self.weight + self.bias
         return self.hook_out(out)
 
 
