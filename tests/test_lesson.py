@@ -164,3 +164,31 @@ def test_the_sinks_notice_says_whether_the_papers_signature_holds() -> None:
     assert "not the window" not in held
     half = say.sinks({**n, "window_blows_up": True, "sinks_close": False, "gap": {**n["gap"], "window": 1.0}})
     assert "Only half" in half
+
+
+# ------------------------------------------------------------------------------ claims (issue 42)
+def _grad(rows: dict) -> dict:
+    return {"distance": 25, "rows": {stage: {m: {"key": k, "per_step": 0.9, "loss": loss, "near": 1e-3}
+                                             for m, (k, loss) in r.items()} for stage, r in rows.items()}}
+
+
+def test_the_vanishing_gradient_claims_hold_or_say_they_do_not() -> None:
+    """The textbook ordering (RNN fades most, then LSTM, attention not at all) checked per stage:
+    both branches, each with its numbers."""
+    good = _grad({"initialisation": {"rnn": (1.1e-8, 3.5), "lstm": (8e-6, 3.4), "transformer": (1.59, 3.6)},
+                  "trained": {"rnn": (0.029, 0.56), "lstm": (0.135, 0.0015), "transformer": (119.0, 6e-5)}})
+    cs = say.claims(say.gradient, good)
+    assert [c.name for c in cs] == ["textbook ordering, initialisation", "textbook ordering, trained"]
+    assert all(c.holds for c in cs)
+    text = say.gradient(good)
+    assert "**1.1e-08×**" in text and "**119×**" in text and "holds at initialisation" in text
+    assert "does **not** hold" not in text and "compare the shape of each line" in text
+    # the issue's reading of the old figure: the LSTM fading more than the RNN after training
+    bad = _grad({"initialisation": {"rnn": (1.1e-8, 3.5), "lstm": (8e-6, 3.4), "transformer": (1.59, 3.6)},
+                 "trained": {"rnn": (0.3, 0.5), "lstm": (0.01, 0.5), "transformer": (0.05, 0.5)}})
+    first, second = say.claims("gradient", bad)
+    assert first.holds and not second.holds
+    assert "does **not** hold after training" in second.text
+    assert "the LSTM, the transformer, the RNN" in second.text  # most to least faded, said
+    assert "under 0.1× of its neighbour's" in second.text and "**0.01×**" in second.text
+    assert "compare the shape" not in say.gradient(bad)  # no loss near zero here

@@ -201,3 +201,60 @@ def test_shipped_bottleneck_claims_hold_on_other_fresh_sources():
     tf = why.alignment_by_length(models["transformer"], task, lengths=(8,), n=30, seed=9200).iloc[0]
     gru = why.alignment_by_length(models["gru-attention"], task, lengths=(8,), n=30, seed=9200).iloc[0]
     assert tf["alignment"] >= 0.9 and gru["alignment_input"] >= 0.9 and gru["alignment"] < 0.5
+
+
+def test_the_gradient_through_time_at_initialisation_and_trained(recall):
+    """Issue 42: the vanishing gradient measured on the same sequences before and after training:
+    ``through_time`` holds both stages, the key's gradient recomputed by plain backward passes,
+    ``relative`` the gradient over the one a step back; ``initial_models`` is ``new_model`` of the
+    same config with the experiment's seed (the weights training started from)."""
+    from tfviz.analysis.longrange import through_time_summary
+    from tfviz.train import new_model
+
+    trained = _models(recall)
+    initial = {label: new_model(m.config, 5).eval() for label, m in trained.items()}
+    out = why.measure_recall(trained, recall, n=12, distances=(1,), initial=initial)
+    tt = out["through_time"]
+    assert list(tt["stage"].unique()) == ["initialisation", "trained"]
+    for stage, models in (("initialisation", initial), ("trained", trained)):
+        for label, m in models.items():
+            g = tt[(tt.stage == stage) & (tt.model == label)]
+            key = g.loc[g.token_kind == "key", "grad_norm"].item()
+            assert key == pytest.approx(_key_gradient_by_backward(m, recall, why.GRADIENT_DISTANCE, 12, 2000),
+                                        rel=1e-4)
+            near = g.loc[g.steps_back == 1, "grad_norm"].item()
+            assert np.allclose(g["relative"], g["grad_norm"] / near)
+    s = through_time_summary(tt).set_index(["stage", "model"])
+    assert s.loc[("trained", "rnn"), "key_steps_back"] == why.GRADIENT_DISTANCE + 1
+    assert s.loc[("initialisation", "transformer"), "key_over_near"] == pytest.approx(
+        tt[(tt.stage == "initialisation") & (tt.model == "transformer") & (tt.token_kind == "key")]["relative"].item())
+    again = why.initial_models("recall", {"rnn": trained["rnn"]})["rnn"]
+    fresh = new_model(trained["rnn"].config, why.RECALL.train_config().seed)
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), fresh.state_dict().values()))
+
+
+@pytest.mark.skipif(not _built("recall"), reason="checkpoints/why/ has no recall experiment")
+def test_the_shipped_vanishing_gradient_claims_recomputed():
+    """The lesson's vanishing-gradient step on the shipped recall models, re-measured on other
+    fresh sequences (seed 9500) at initialisation and trained: the key's gradient over the one a
+    step back, and the textbook ordering the notice claims for each stage."""
+    from tfviz import lesson as say
+    from tfviz.analysis.longrange import gradient_by_distance
+
+    models, task = why.load("recall")
+    stages = {"initialisation": why.initial_models("recall", models), "trained": models}
+    ratio = {}
+    for stage, ms in stages.items():
+        for label, m in ms.items():
+            g = gradient_by_distance(m, task, 24, n=64, seed=9500)
+            ratio[stage, label] = (g.loc[g.token_kind == "key", "grad_norm"].item()
+                                   / g.loc[g.steps_back == 1, "grad_norm"].item())
+    for stage in stages:
+        assert ratio[stage, "rnn"] < ratio[stage, "lstm"] < ratio[stage, "transformer"]
+        assert ratio[stage, "transformer"] > say.FADED
+    assert ratio["initialisation", "rnn"] < 1e-4  # vanished before training
+    shipped = pd.DataFrame(why.load_results()["recall"]["through_time"])
+    n = {"distance": 25, "rows": {}}
+    for r in shipped[shipped.token_kind == "key"].itertuples():
+        n["rows"].setdefault(r.stage, {})[r.model] = {"key": r.relative, "per_step": 1.0, "loss": r.loss, "near": 1.0}
+    assert all(c.holds for c in say.claims(say.gradient, n))

@@ -4,11 +4,51 @@ model, input and settings on screen — never a canned sentence. Each function t
 ``numbers`` dict and returns markdown; where a number says the effect is weak or absent, the
 sentence says so.
 
+Claims as checks (issue 42): a sentence that asserts something about the view ("related words end
+up close", "the RNN's gradient fades most") is a ``Claim`` — a name, whether it ``holds`` on these
+numbers, and the sentence of the branch taken, each branch with its numbers. A step with claims has
+a ``<notice>_claims(numbers)`` function listed in ``CLAIMS`` (``claims(notice, numbers)``); its
+notice is written from them, so the words can never say more than the check found.
+
 Pure functions of plain numbers: no torch, no Streamlit (``tests/test_lesson.py`` checks them).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One thing a step says about its view, checked on the view's numbers: ``name`` (stable:
+    tests and the page refer to it), ``holds`` and ``text``, the sentence of the branch taken
+    (both branches quote the numbers that decided it)."""
+    name: str
+    holds: bool
+    text: str
+
+
+def check(name: str, holds, yes: str, no: str) -> Claim:
+    """The claim ``name``: ``yes`` when ``holds``, else ``no``."""
+    return Claim(name, bool(holds), yes if holds else no)
+
+
+CLAIMS: dict[str, Callable[[dict], list[Claim]]] = {}
+
+
+def claims(notice: Callable | str, numbers: dict) -> list[Claim]:
+    """The claims of the step whose notice is ``notice`` (a function of this module or its name),
+    checked on ``numbers``; [] for a step that asserts nothing beyond its numbers."""
+    name = notice if isinstance(notice, str) else notice.__name__
+    return CLAIMS[name](numbers) if name in CLAIMS else []
+
+
+def _claims_of(notice: str):
+    def register(fn):
+        CLAIMS[notice] = fn
+        return fn
+    return register
 
 # The lecture's parts, in its order: each step names the part it teaches.
 PARTS = {
@@ -99,13 +139,60 @@ def recall(n: dict) -> str:
             f"(chance {100 * n['chance']:.0f}%; trained up to a gap of {n['trained']}).")
 
 
+FADED = 0.1  # the key gets less than a tenth of the gradient one step back: it has faded
+NEAR_ZERO_LOSS = 0.01  # below this mean loss every gradient is small: compare shapes, not heights
+_RANK = {"rnn": 0, "gru": 1, "lstm": 1, "transformer": 2}  # the textbook: most faded first
+
+
+def _times(x: float) -> str:
+    return f"{x:.2g}×" if x < 0.01 else f"{x:,.0f}×" if x >= 100 else f"{x:.2f}×"
+
+
+@_claims_of("gradient")
+def gradient_claims(n: dict) -> list[Claim]:
+    """The vanishing gradient (issue 42): per stage (initialisation, trained), the textbook
+    ordering — the RNN's gradient reaching the key fades most, the LSTM's less, the
+    transformer's not at all (its key keeps at least ``FADED`` of the gradient one step back).
+    ``n``: distance (steps back to the key), rows: stage -> model -> {key (key / one step back),
+    per_step (the factor per step over the fillers), loss, near (the gradient one step back)}."""
+    out = []
+    for stage, rows in n["rows"].items():
+        models = list(rows)
+        order = sorted(models, key=lambda m: rows[m]["key"])  # most faded first
+        ranked = [m for m in models if m in _RANK]
+        pairs = [(a, b) for a in ranked for b in ranked if _RANK[a] < _RANK[b]]
+        attention_keeps = all(rows[m]["key"] >= FADED for m in ranked if _RANK[m] == 2)
+        holds = attention_keeps and all(rows[a]["key"] < rows[b]["key"] for a, b in pairs)
+        per = "; ".join(f"{_model_name(m)} **{_times(rows[m]['key'])}** (×{rows[m]['per_step']:.2f} per "
+                        f"step, loss {_g(rows[m]['loss'])})" for m in models)
+        words = stage_words(stage)
+        said = f"{words[0].upper()}{words[1:]}, the key ({n['distance']} steps back) gets: {per}."
+        faded = [m for m in models if rows[m]["key"] < FADED]
+        out.append(check(
+            f"textbook ordering, {stage}", holds,
+            f"{said} The textbook ordering holds {words}: the RNN's signal fades most"
+            + (", the LSTM's less" if "lstm" in models else "") + ", attention's not at all.",
+            f"{said} The textbook ordering does **not** hold {words}: from most to least "
+            f"faded it is {', '.join(_model_name(m) for m in order)}"
+            + (f", and the transformer's key gets under {FADED:g}× of its neighbour's" if not attention_keeps else "")
+            + (f"; faded below {FADED:g}×: {', '.join(_model_name(m) for m in faded)}" if faded else "") + "."))
+    return out
+
+
+def stage_words(stage: str) -> str:
+    return {"initialisation": "at initialisation", "trained": "after training"}.get(stage, stage)
+
+
 def gradient(n: dict) -> str:
-    parts = []
-    for m, (x0, y0, x1, y1) in n["rows"].items():
-        ratio = y1 / y0 if y0 else math.nan
-        parts.append(f"{_model_name(m)} keeps {_g(ratio)}× of it {x1:g} steps back" if ratio < 1
-                     else f"{_model_name(m)} keeps {_g(ratio)}× (no fading)")
-    return "Gradient reaching an earlier token, relative to the one next to the question: " + "; ".join(parts) + "."
+    out = ("Each number: the gradient of the answer's loss at the key divided by the gradient one "
+           "step back from the question (1× = as strong as a neighbour's). "
+           + " ".join(c.text for c in gradient_claims(n)))
+    small = {m: r for m, r in n["rows"].get("trained", {}).items() if r["loss"] < NEAR_ZERO_LOSS}
+    if small:
+        out += (" Trained to a loss near zero, " + ", ".join(f"{_model_name(m)} has a gradient of only "
+                f"{_g(r['near'])} one step back" for m, r in small.items())
+                + ": every gradient is small, so compare the shape of each line, not its height.")
+    return out
 
 
 def bottleneck(n: dict) -> str:

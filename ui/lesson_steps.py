@@ -332,6 +332,12 @@ def bag_view(lm, v) -> View:
 
 
 # ------------------------------------------------------------------------------ 5-8. RNNs, paths
+def _why_results() -> dict:
+    from . import why
+
+    return why.results()
+
+
 def _why_frame(experiment: str, frame: str):
     from . import why
 
@@ -360,11 +366,32 @@ def _ends(df, x: str, y: str) -> dict:
 
 
 def gradient_view(lm, v) -> View:
-    from tfviz.viz.longrange import gradient_vs_distance
+    """The vanishing gradient as the lecture means it (issue 42): the answer's gradient reaching
+    each earlier token relative to the one a step back, at initialisation and trained, for every
+    model of the recall experiment on the same fresh sequences (``longrange.gradient_through_time``,
+    measured by ``python -m tfviz.zoo why``)."""
+    from tfviz.analysis.longrange import through_time_summary
+    from tfviz.viz.longrange import gradient_through_time
 
-    df, key = _why_frame("recall", "gradient")
-    fig = cache.figure_for(key, gradient_vs_distance, df)
-    return View(fig, {"rows": _ends(df, "steps_back", "grad_norm")})
+    if "through_time" not in (_why_results().get("recall") or {}):
+        raise ValueError("the recall experiment was measured without its models at initialisation: "
+                         "run `python -m tfviz.zoo why` (or `why.remeasure(['recall'])`)")
+    df, key = _why_frame("recall", "through_time")
+    fig = cache.figure_for((key, "through_time"), gradient_through_time, df)
+    return View(fig, gradient_numbers(through_time_summary(df)),
+                "Dashed: the models before training (same seed); solid: trained. Each line is divided "
+                "by its own value one step back, so a line's drop is how much of the signal is lost "
+                "on the way back, whatever the loss's size.")
+
+
+def gradient_numbers(summary) -> dict:
+    """The vanishing-gradient notice's numbers from ``longrange.through_time_summary``."""
+    rows: dict = {}
+    for r in summary.itertuples():
+        rows.setdefault(str(r.stage), {})[str(r.model)] = {
+            "key": float(r.key_over_near), "per_step": float(10 ** r.decay_per_step),
+            "loss": float(r.loss), "near": float(r.near)}
+    return {"distance": int(summary["key_steps_back"].iloc[0]), "rows": rows}
 
 
 def bottleneck_view(lm, v) -> View:
@@ -840,7 +867,8 @@ STEPS: tuple[Step, ...] = (
     Step("vanishing", "rnn", "The vanishing gradient",
          "Learning needs the error at the answer to flow back to the token that mattered. In an "
          "RNN it passes through every step in between and shrinks at each one. The curves show how "
-         "much of that signal reaches each earlier token.",
+         "much of that signal reaches each earlier token, relative to the token next to the "
+         "question, in the same models before and after training.",
          gradient_view, say.gradient, "why"),
     Step("bottleneck", "rnn", "One vector for a whole sentence",
          "An encoder–decoder RNN must pack its whole input into its final hidden vector before it "

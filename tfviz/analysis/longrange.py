@@ -4,6 +4,9 @@ struggles (the ``recall`` task: remember a key symbol across d fillers, ``tfviz.
     accuracy_by_distance(model, task, distances)     accuracy on fresh sequences at each distance
     input_gradient_norms(model, tokens, targets)     ||∂L/∂e_t|| for every input position t
     gradient_by_distance(model, task, distance)      that norm against steps back from the query
+    gradient_through_time(stages, task, distance)    the same for several models at several stages
+                                                     (initialisation, trained), each relative to
+                                                     the gradient one step back; ``through_time_summary``
     path_lengths(config, n) / max_path_length(config, n)   the longest shortest path, O(n) vs O(1)
 
 The gradient (Bengio, Simard & Frasconi 1994; Pascanu, Mikolov & Bengio 2013): for the loss L at
@@ -102,6 +105,40 @@ def decay_per_step(df: pd.DataFrame, kinds=("filler",)) -> float:
     line): log10 of the factor by which the gradient shrinks per step back (0 = no decay)."""
     d = df[df["token_kind"].isin(kinds)]
     return float(np.polyfit(d["steps_back"], np.log10(d["grad_norm"]), 1)[0])
+
+
+def gradient_through_time(stages: dict, task, distance: int, n: int = 64, seed: int = 2000) -> pd.DataFrame:
+    """The vanishing gradient as the lecture means it: how the answer's loss gradient reaching the
+    input shrinks with the distance back through time, for each model at each stage (``stages``:
+    stage -> {label: model}, e.g. {"initialisation": ..., "trained": ...}), all on the same ``n``
+    fresh sequences with ``distance`` fillers. ``gradient_by_distance``'s columns plus ``model``,
+    ``stage``, ``relative`` (grad_norm / grad_norm one step back from the query: the curve's shape,
+    free of the loss's size — a trained model near zero loss has a tiny gradient everywhere) and
+    ``loss`` (the mean loss of the model on those sequences: why the absolute level differs)."""
+    frames = []
+    for stage, models in stages.items():
+        for label, m in models.items():
+            g = gradient_by_distance(m, task, distance, n=n, seed=seed)
+            near = float(g.loc[g["steps_back"] == 1, "grad_norm"].iloc[0])
+            ev = task.at_distance(int(distance), seed + int(distance), n).evaluate(m, "test", max_examples=n)
+            frames.append(g.assign(model=label, stage=stage, relative=g["grad_norm"] / near,
+                                   loss=float(ev["loss"])))
+    return pd.concat(frames, ignore_index=True)
+
+
+def through_time_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (stage, model) of a ``gradient_through_time`` frame: ``key_steps_back`` (how far
+    back the key is), ``key_over_near`` (the gradient at the key / one step back from the query;
+    below 1 it faded on the way), ``decay_per_step`` (log10 factor per step over the fillers),
+    ``near`` (the gradient one step back), ``loss``."""
+    rows = []
+    for (stage, model), g in df.groupby(["stage", "model"], sort=False):
+        key = g[g["token_kind"] == "key"].iloc[0]
+        rows.append({"stage": stage, "model": model, "key_steps_back": int(key["steps_back"]),
+                     "key_over_near": float(key["relative"]), "decay_per_step": decay_per_step(g),
+                     "near": float(g.loc[g["steps_back"] == 1, "grad_norm"].iloc[0]),
+                     "loss": float(g["loss"].iloc[0])})
+    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------------------------- path length

@@ -123,6 +123,41 @@ def gradient_vs_distance(df: pd.DataFrame, *, model: str = "model",
     return apply_theme(fig, title=title, height=440, width=820)
 
 
+def gradient_through_time(df: pd.DataFrame, *, model: str = "model", stage: str = "stage",
+                          title: str = "The answer's gradient reaching earlier tokens, before and after training"):
+    """x = steps back from the question (1 = the token just before it), y = the gradient there
+    relative to the gradient one step back (``relative``, log scale: 1 = as strong as a neighbour's,
+    1e-8 = a hundred-millionth); one colour per model, a dashed line at initialisation and a solid
+    one trained (``df``: model, stage, steps_back, relative, token_kind — ``longrange.gradient_through_time``).
+    The key is starred on each line."""
+    _need(df, {model, stage, "steps_back", "relative", "token_kind"}, "gradient_through_time")
+    fig = go.Figure()
+    d = df[df["steps_back"] >= 1]
+    colours = {m: HEAD_COLOURS[i % len(HEAD_COLOURS)] for i, m in enumerate(d[model].unique())}
+    for j, (st, gs) in enumerate(d.groupby(stage, sort=False)):
+        for name, g in gs.groupby(model, sort=False):
+            g = g.sort_values("steps_back")
+            label = f"{name}, {st}"
+            fig.add_trace(go.Scatter(
+                x=g["steps_back"].to_numpy(), y=g["relative"].to_numpy(dtype=float), mode="lines",
+                name=label, line=dict(color=colours[name], width=3 if j else 2, dash="solid" if j else "dash"),
+                customdata=g[["token_kind"]].to_numpy(),
+                hovertemplate=(f"{label}: %{{x}} steps back (%{{customdata[0]}}) → %{{y:.3g}}× the "
+                               "gradient one step back<extra></extra>")))
+            key = g[g["token_kind"] == "key"]
+            if len(key):
+                fig.add_trace(go.Scatter(
+                    x=key["steps_back"].to_numpy(), y=key["relative"].to_numpy(dtype=float),
+                    mode="markers", marker=dict(symbol="star", size=13, color=colours[name]),
+                    name=f"{label}: the key", showlegend=False,
+                    hovertemplate=f"{label}: the key, %{{x}} steps back → %{{y:.3g}}×<extra></extra>"))
+    fig.update_xaxes(title=dict(text="steps back from the question (★ the key)"))
+    fig.update_yaxes(title=dict(text="gradient ÷ gradient 1 step back (log)"), type="log",
+                     exponentformat="power")
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return apply_theme(fig, title=title, height=440, width=820)
+
+
 def path_length_curves(df: pd.DataFrame, *, model: str = "model",
                        title: str = "Longest path between two positions"):
     """x = sequence length n, y = the longest shortest path from an input to an output (cell

@@ -35,7 +35,7 @@ import torch
 
 from ..analysis.bottleneck import accuracy_by_length, alignment_share, cross_attention, fresh_at_length, reverse_alignment
 from ..analysis.longrange import (accuracy_by_distance, decay_per_step, gradient_by_distance,
-                                  max_path_length)
+                                  gradient_through_time, max_path_length)
 from ..model.families import kind_of, lacks
 from ..paths import zoo_dir
 from ..storage import atomic_write
@@ -103,13 +103,19 @@ PATH_LENGTHS = (4, 8, 16, 32, 64)
 
 # ------------------------------------------------------------------------------------ measuring
 def measure_recall(models: dict[str, torch.nn.Module], task, n: int = 256,
-                   distances=DISTANCES) -> dict[str, pd.DataFrame]:
+                   distances=DISTANCES, initial: dict[str, torch.nn.Module] | None = None) -> dict[str, pd.DataFrame]:
     """On fresh sequences (other seeds than the task's): ``accuracy`` (model, distance, accuracy,
     loss, n, trained, chance), ``gradient`` (model, steps_back, position, token_kind, grad_norm, ...
     at GRADIENT_DISTANCE fillers), ``paths`` (model, n, path_length), ``summary`` (model, kind,
     decay per step: log10 of the gradient's factor per step back over the fillers; key/near: the
-    key's gradient over the gradient one step back from the question)."""
+    key's gradient over the gradient one step back from the question); with ``initial`` (the same
+    models as they were before training, ``initial_models``) also ``through_time``
+    (``longrange.gradient_through_time`` at initialisation and trained, on the same sequences)."""
     acc, grad, paths, summary = [], [], [], []
+    extra = {}
+    if initial is not None:
+        extra["through_time"] = gradient_through_time({"initialisation": initial, "trained": models}, task,
+                                                      GRADIENT_DISTANCE, n=min(n, 64))
     for label, m in models.items():
         acc.append(accuracy_by_distance(m, task, distances, n=n).assign(model=label))
         g = gradient_by_distance(m, task, GRADIENT_DISTANCE, n=min(n, 64)).assign(model=label)
@@ -121,7 +127,14 @@ def measure_recall(models: dict[str, torch.nn.Module], task, n: int = 256,
         summary.append({"model": label, "kind": kind_of(m.config), "decay_per_step": decay_per_step(g),
                         "key_over_near": key / near})
     return {"accuracy": pd.concat(acc, ignore_index=True), "gradient": pd.concat(grad, ignore_index=True),
-            "paths": pd.concat(paths, ignore_index=True), "summary": pd.DataFrame(summary)}
+            "paths": pd.concat(paths, ignore_index=True), "summary": pd.DataFrame(summary), **extra}
+
+
+def initial_models(experiment: str, models: dict[str, torch.nn.Module]) -> dict[str, torch.nn.Module]:
+    """Each trained model as it was before its first step: ``new_model`` of its config with the
+    experiment's training seed (what ``build_experiment`` trained from)."""
+    seed = EXPERIMENTS[experiment].train_config().seed
+    return {label: new_model(m.config, seed).eval() for label, m in models.items()}
 
 
 def alignment_by_length(model, task, lengths=(4, 8, 10, 12, 16), n: int = 64, seed: int = 5000) -> pd.DataFrame:
@@ -162,6 +175,12 @@ def measure_bottleneck(models: dict[str, torch.nn.Module], task, n: int = 256,
 MEASURES: dict[str, Callable] = {"recall": measure_recall, "bottleneck": measure_bottleneck}
 
 
+def _measure(name: str, models, task, n: int) -> dict[str, pd.DataFrame]:
+    if name == "recall":
+        return measure_recall(models, task, n=n, initial=initial_models(name, models))
+    return MEASURES[name](models, task, n=n)
+
+
 # ------------------------------------------------------------------------------------ building
 def why_dir(folder: str | Path | None = None) -> Path:
     """``folder``, or the zoo's folder (``tfviz.paths.zoo_dir``) / why."""
@@ -199,7 +218,7 @@ def build_experiment(e: Experiment, out: Path, steps: int | None = None,
                                                        "final": result.final})
         log(f"{e.file(label)}: {tc.steps} steps in {timings[label]} s")
     models, task = load(e.name, out)  # measured as a user loading the files gets them
-    frames = MEASURES[e.name](models, task, n=n)
+    frames = _measure(e.name, models, task, n)
     return {"experiment": e.name, "about": e.about, "task": task.spec(), "train": tc.to_dict(),
             "train_seconds": timings, "tried": list(e.tried),
             "command": COMMAND + (f" --steps {steps}" if steps else ""),
@@ -242,6 +261,15 @@ def readme(results: dict[str, dict]) -> str:
         for s in r["summary"]:
             lines.append(f"- {s['model']}: {s['decay_per_step']:+.3f} per step "
                          f"(x{10 ** s['decay_per_step']:.3f}), key/near {s['key_over_near']:.2e}")
+        if r.get("through_time"):
+            from ..analysis.longrange import through_time_summary
+
+            t = through_time_summary(pd.DataFrame(r["through_time"]))
+            lines += ["", "The same gradient at initialisation (the models before their first step, same "
+                          "seed) and trained, on the same fresh sequences: the key's gradient relative "
+                          "to the one a step before the question, and the mean loss:", ""]
+            lines += [f"- {row.model}, {row.stage}: key/near {row.key_over_near:.2e}, "
+                      f"x{10 ** row.decay_per_step:.3f} per step, loss {row.loss:.3g}" for row in t.itertuples()]
         lines += ["", "Maximum path length (steps from an input to an output):", ""]
         lines += _table(r["paths"], "n", "model", "path_length", "{:.0f}")
         lines += ["", "Tried:", *[f"- {t}" for t in r["tried"]], ""]
@@ -269,7 +297,7 @@ def remeasure(names=None, folder: str | Path | None = None, n: int = 256) -> dic
     results = load_results(folder)
     for name in names or [k for k in EXPERIMENTS if k in results]:
         models, task = load(name, folder)
-        results[name].update({k: v.to_dict("records") for k, v in MEASURES[name](models, task, n=n).items()})
+        results[name].update({k: v.to_dict("records") for k, v in _measure(name, models, task, n).items()})
     atomic_write(folder / "why.json", json.dumps(results, indent=1, default=float).encode())
     atomic_write(folder / "README.md", readme(results).encode())
     return results
