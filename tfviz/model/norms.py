@@ -47,14 +47,21 @@ class LayerNorm(nn.LayerNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not (self.hook_scale.active or self.hook_normalized.active):
             return self.hook_out(super().forward(x))  # the fused kernel
-        # The same fused kernel, which also returns each position's mean and 1/sqrt(var + eps)
-        # (float32 for half inputs): the output is the number F.layer_norm gives, and the scale and
-        # the normalized value cost three small kernels beside it, not ten.
-        xs, w, b = x, self.weight, self.bias
-        if torch.is_autocast_enabled(x.device.type):  # autocast runs layer_norm in float32
-            xs, w, b = (None if t is None else _as(t, torch.float32) for t in (x, w, b))
-        out, mean, rstd = torch.native_layer_norm(xs, self.normalized_shape, w, b, self.eps)
         h = _as(x, torch.float32) if x.element_size() < 4 else x  # half up to float32; float64 stays
+        if torch.is_grad_enabled() and x.requires_grad:
+            # In a graph: mean and variance as differentiable ops (the fused kernel's own mean and
+            # rstd carry no gradient), so a hook that replaces either value passes gradients on.
+            out = super().forward(x)
+            mean = h.mean(-1, keepdim=True)
+            rstd = (h - mean).pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        else:
+            # The same fused kernel, which also returns each position's mean and 1/sqrt(var + eps)
+            # (float32 for half inputs): the output is the number F.layer_norm gives, and the scale
+            # and the normalized value cost three small kernels beside it, not ten.
+            xs, w, b = x, self.weight, self.bias
+            if torch.is_autocast_enabled(x.device.type):  # autocast runs layer_norm in float32
+                xs, w, b = (None if t is None else _as(t, torch.float32) for t in (x, w, b))
+            out, mean, rstd = torch.native_layer_norm(xs, self.normalized_shape, w, b, self.eps)
         scale = _as(rstd.reciprocal(), x.dtype)  # [batch, pos, 1]
         hooked_scale = self.hook_scale(scale)
         centred = h - _as(mean, h.dtype)
