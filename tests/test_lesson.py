@@ -192,3 +192,21 @@ def test_the_vanishing_gradient_claims_hold_or_say_they_do_not() -> None:
     assert "the LSTM, the transformer, the RNN" in second.text  # most to least faded, said
     assert "under 0.1× of its neighbour's" in second.text and "**0.01×**" in second.text
     assert "compare the shape" not in say.gradient(bad)  # no loss near zero here
+
+
+def test_the_one_hot_claim_related_words_end_up_close() -> None:
+    """Within-group mean cosine against across-group, both branches, and no claim when the words
+    make no pair of one kind."""
+    n = {"n": 4, "model": "m", "d": 8, "lo": 0.1, "hi": 0.9, "pair": ("dog", "cat"), "pair_cos": 0.9,
+         "groups": {"animal": ["dog", "cat"], "person": ["doctor", "child"]}, "within": 0.8, "across": 0.2}
+    (c,) = say.claims(say.onehot, n)
+    assert c.name == "related words end up close" and c.holds
+    text = say.onehot(n)
+    assert "closer here" in text and "**0.80**" in text and "**0.20**" in text and "both in the animal group" in text
+    assert "small margin" not in text and "small margin" in say.onehot({**n, "across": 0.78})
+    fails = {**n, "within": 0.659, "across": 0.668, "pair": ("fox", "doctor")}
+    (c,) = say.claims("onehot", fails)
+    assert not c.holds and "do **not** end up closer" in c.text and "**0.66**" in c.text and "**0.67**" in c.text
+    assert "from the animal and person groups" not in say.onehot(fails)  # 'fox' is not in this n's groups
+    none = say.onehot({**n, "within": None})
+    assert say.claims("onehot", {**n, "within": None}) == [] and "not checked here" in none

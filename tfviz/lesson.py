@@ -96,11 +96,38 @@ def tokens(n: dict) -> str:
     return out
 
 
+@_claims_of("onehot")
+def onehot_claims(n: dict) -> list[Claim]:
+    """"Related words end up close": the mean cosine of the pairs within a group above that of
+    the pairs across groups (``n``: within, across, groups — ``ui.lesson_steps.group_cosines``).
+    No claim when the words shown do not make both kinds of pair."""
+    if n.get("within") is None or n.get("across") is None:
+        return []
+    groups = "; ".join(f"{g}: {', '.join(ws)}" for g, ws in n["groups"].items())
+    w, a = n["within"], n["across"]
+    return [check(
+        "related words end up close", w > a,
+        f"Related words end up closer here: pairs within a group ({groups}) average cosine "
+        f"**{_w(w)}**, pairs across groups **{_w(a)}**" + (" — a small margin." if w - a < 0.05 else "."),
+        f"Related words do **not** end up closer in these vectors: pairs within a group ({groups}) "
+        f"average cosine **{_w(w)}**, pairs across groups **{_w(a)}**. Its vectors are no longer "
+        "all at right angles, but its training did not place these groups apart; word2vec (next "
+        "step) is trained for exactly that.")]
+
+
 def onehot(n: dict) -> str:
     a, b = n["pair"]
+    group = {w: g for g, ws in (n.get("groups") or {}).items() for w in ws}
+    kin = ""
+    if a in group and b in group:
+        kin = (f", both in the {group[a]} group" if group[a] == group[b]
+               else f", from the {group[a]} and {group[b]} groups")
     out = (f"All {n['n'] * (n['n'] - 1) // 2} one-hot pairs have cosine exactly **0**. In "
            f"{n['model']}'s learned vectors ({n['d']} numbers each) the same pairs range from "
-           f"**{_w(n['lo'])}** to **{_w(n['hi'])}**; the closest are '{a}' and '{b}' ({_w(n['pair_cos'])}).")
+           f"**{_w(n['lo'])}** to **{_w(n['hi'])}**; the closest are '{a}' and '{b}' ({_w(n['pair_cos'])}{kin}).")
+    cs = onehot_claims(n)
+    out += " " + cs[0].text if cs else (" These words do not make pairs within and across the step's "
+                                        "groups, so whether related words end up close is not checked here.")
     if n.get("unknown"):
         out += f" Not in its vocabulary, left out: {', '.join(map(repr, n['unknown'][:6]))}."
     return out

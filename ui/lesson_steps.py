@@ -29,6 +29,10 @@ from . import cache
 DEFAULT_TEXT = "the dogs near the old cat run. The zebra sings unbelievably!"
 WORDS = ("dog cat horse bird fox teacher doctor student child farmer run sleep sing happy big "
          "small law application car soup")  # the one-hot step's words, those the model knows
+WORD_GROUPS = {"animal": "dog cat horse bird fox", "person": "teacher doctor student child farmer",
+               "verb": "run sleep sing", "adjective": "happy big small"}
+"""The groups the one-hot step's claim "related words end up close" is checked with (words of
+``WORDS``; 'law application car soup' belong to none)."""
 LESSON_MAX = 24  # tokens an attention or mask step reads (a grid a room can read)
 
 
@@ -272,8 +276,29 @@ def onehot_view(lm, v) -> View:
     numbers = {"model": lm.ref.label.split(" (")[0], "n": len(words), "d": int(vectors.shape[1]),
                "one_hot_max": 0.0, "lo": float(cos[off].min()), "hi": float(cos[off].max()),
                "pair": (words[i], words[j]), "pair_cos": float(cos[i, j]),
-               "unknown": [w for w in dict.fromkeys(str(v["words"]).replace(",", " ").split()) if w not in index]}
+               "unknown": [w for w in dict.fromkeys(str(v["words"]).replace(",", " ").split()) if w not in index],
+               **group_cosines(words, cos)}
     return View(fig, numbers, link={"text": " ".join(words)})
+
+
+def group_cosines(words: list[str], cos: np.ndarray) -> dict:
+    """The one-hot step's claim's numbers: each word's ``WORD_GROUPS`` group (None: none),
+    ``groups`` (group -> its words shown), the mean cosine of the pairs within a group and of the
+    pairs across two groups (words in no group left out; None where there is no such pair)."""
+    group = {w: g for g, ws in WORD_GROUPS.items() for w in ws.split()}
+    of = [group.get(w) for w in words]
+    within, across = [], []
+    for a in range(len(words)):
+        for b in range(a + 1, len(words)):
+            if of[a] and of[b]:
+                (within if of[a] == of[b] else across).append(float(cos[a, b]))
+    shown: dict = {}
+    for w, g in zip(words, of):
+        if g:
+            shown.setdefault(g, []).append(w)
+    return {"groups": shown, "within": float(np.mean(within)) if within else None,
+            "across": float(np.mean(across)) if across else None,
+            "within_pairs": len(within), "across_pairs": len(across)}
 
 
 def default_words(lm) -> str:
@@ -843,7 +868,8 @@ STEPS: tuple[Step, ...] = (
     Step("one-hot", "vectors", "One-hot vectors know no similarity",
          "The simplest vector for a token is a row of zeros with a single 1 at its own number. Any two "
          "such vectors are at right angles, so 'cat' is exactly as far from 'dog' as from 'blue'. A "
-         "trained model learns its own vectors instead, and related words end up close.",
+         "trained model learns its own vectors instead, and we hope related words end up close: the "
+         "notice checks that on this model's numbers.",
          onehot_view, say.onehot, "tokens", model="lm", fits=_transformer,
          controls=(Control("words", "Words to compare", "text", default=default_words),)),
     Step("word2vec", "vectors", "Vectors learned from a guessing game",
