@@ -33,6 +33,16 @@ def real_zoo(monkeypatch):
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def fresh_class():
+    """A new class record (the server's one record is a cache_resource: it outlives a test)."""
+    from ui.lesson import class_record
+
+    class_record.clear()
+    yield
+    class_record.clear()
+
+
 def lesson(**params) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=300)
     for k, v in params.items():
@@ -136,10 +146,11 @@ def test_a_bad_link_falls_back_with_a_note() -> None:
     assert f"step 1 of {len(STEPS)}" in " ".join(c.value for c in at.caption)
 
 
-def test_the_class_follows_the_leader(monkeypatch) -> None:
+def test_the_class_follows_the_leader(monkeypatch, fresh_class) -> None:
     monkeypatch.setenv("TFVIZ_TEACHER_KEY", "a-teacher-key-long-enough")
     teacher = lesson(step="qkv")
-    teacher = rerun(teacher, teacher=True, lesson_lead=True)  # the key was given (ui.teacher's gate)
+    teacher = rerun(teacher, teacher=True)  # the key was given (ui.teacher's gate)
+    teacher.button(key="lesson_lead_on").click().run()
     student = lesson(follow=1)
     assert student.session_state["lesson_step"] == "qkv"  # the leader's step, drawn at once
     assert "Following the teacher" in " ".join(c.value for c in student.caption)
@@ -159,17 +170,58 @@ def test_the_class_follows_the_leader(monkeypatch) -> None:
     assert ok(student).session_state["lesson_step"] == "heatmap"
 
 
-def test_a_student_cannot_lead(monkeypatch) -> None:
+def test_a_student_cannot_lead(monkeypatch, fresh_class) -> None:
     monkeypatch.setenv("TFVIZ_TEACHER_KEY", "a-teacher-key-long-enough")
-    teacher = rerun(lesson(step="qkv"), teacher=True, lesson_lead=True)
+    teacher = rerun(lesson(step="qkv"), teacher=True)
+    ok(teacher).button(key="lesson_present_btn").click().run()  # "Present to the class": presents and leads
     version = __import__("ui.lesson", fromlist=["class_record"]).class_record().current().version
-    student = rerun(lesson(step="bag"), lesson_lead=True)  # the switch without the key
-    student.button(key="lesson_next").click().run()
+    student = lesson(step="bag")
+    assert not student.button(key="lesson_present_btn").label.startswith("Present to the class")
+    assert not [b for b in student.button if b.key in ("lesson_lead_on", "lesson_lead_off")]
+    student.button(key="lesson_present_btn").click().run()  # a student presents for themselves …
+    student.button(key="lesson_next").click().run()  # … and moves nobody
     from ui.lesson import class_record
 
     assert class_record().current().version == version
     assert class_record().current().state["step"] == "qkv"
     ok(teacher)
+
+
+def test_present_to_the_class_leads_through_presenting_esc_and_a_second_tab(monkeypatch, fresh_class) -> None:
+    """Issue 41, item 1: one press presents and leads; leading is the server's, so presenting (the
+    panel not drawn), Esc and another tab of the same browser keep it; a new tab of the teacher
+    opens on the class's step; Stop leading stops it."""
+    from ui import lesson as ui_lesson
+
+    monkeypatch.setenv("TFVIZ_TEACHER_KEY", "a-teacher-key-long-enough")
+    teacher = rerun(lesson(step="qkv"), teacher=True)
+    assert teacher.button(key="lesson_present_btn").label.startswith("Present to the class")
+    teacher.button(key="lesson_present_btn").click().run()
+    assert ok(teacher).query_params.get("present") == "1"
+    record = ui_lesson.class_record()
+    assert record.leading and record.current().state["step"] == "qkv"
+    student = lesson(follow=1)
+    for want in ("heatmap", "heads"):
+        teacher.button(key="lesson_next").click().run()  # presenting: the panel is not drawn
+        assert ok(teacher).session_state["lesson_step"] == want
+        assert record.current().state["step"] == want
+        student.run()
+        assert ok(student).session_state["lesson_step"] == want
+    teacher.button(key="lesson_unpresent").click().run()  # Esc
+    assert record.leading
+    teacher.button(key="lesson_next").click().run()
+    student.run()
+    assert ok(student).session_state["lesson_step"] == ok(teacher).session_state["lesson_step"]
+    at = teacher.session_state["lesson_step"]
+    # a reload or a second tab of the teacher's browser (its cookie; in AppTest, without cookies,
+    # the session id in the URL) is the teacher's, leads, and opens on the class's step
+    second = lesson(sid=teacher.session_state["sid"])
+    assert second.session_state["teacher"] and record.leading
+    assert second.session_state["lesson_step"] == at
+    second.button(key="lesson_next").click().run()
+    assert record.current().state["step"] == ok(second).session_state["lesson_step"] != at
+    second.button(key="lesson_lead_off").click().run()
+    assert not record.leading
 
 
 def test_the_whole_lesson_as_one_html_file() -> None:

@@ -6,11 +6,14 @@ time, presenting for a projector, a class that follows its teacher, the whole le
   sentence from the view's numbers, and a link to the full page with the same model and input.
 * Presenting (``?present=1``): no sidebar, large type, ← / → keys, and no ``?sid=`` in the
   address bar (``ui.session.HIDDEN``).
-* Leading and following: the holder of the teacher key (``ui.teacher``) leads; each of the
-  leader's runs publishes its step and settings to the server's one ``ClassRecord``
-  (``tfviz.classroom.follow``). A student who opened the class link (``?follow=1``) polls the
-  record once a second in a fragment and redraws the page when its version changes; a student who
-  steps away sees "Back to the teacher".
+* Leading and following: the browser that gave the teacher key (``ui.teacher``) leads while the
+  server's one ``ClassRecord`` (``tfviz.classroom.follow``) says so — "Present to the class"
+  presents and leads in one press; the lead state is the record's, never a widget's, so
+  presenting, Esc, a reload or a second tab of the teacher's keep it. Each of a leading tab's runs
+  publishes its step and settings to the record; a leading tab whose class was moved by the
+  teacher's other tab (or that is new: a reload) takes the class's view first. A student who
+  opened the class link (``?follow=1``) polls the record once a second in a fragment and redraws
+  the page when its version changes; a student who steps away sees "Back to the teacher".
 * Settings in the URL: ``ui.links`` (its "lesson" schema is ``url_settings``: the step, and the
   model and controls of that step).
 """
@@ -30,8 +33,9 @@ from .figures import show
 from .lesson_steps import BY_ID, STEPS, Control, Step, view_of
 from .session import HIDDEN
 
-STEP, PRESENT, FOLLOW, AWAY, LEAD = "lesson_step", "lesson_present", "lesson_follow", "lesson_away", "lesson_lead"
+STEP, PRESENT, FOLLOW, AWAY = "lesson_step", "lesson_present", "lesson_follow", "lesson_away"
 SEEN = "_lesson_seen"  # the lead's version this session last drew
+PUBLISHED = "_lesson_published"  # the view a leading tab last published (its own changes differ from it)
 POLL_S = 1.0  # a follower reads the class record this often
 PRESENT_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
@@ -325,6 +329,45 @@ def class_record():
     return ClassRecord()
 
 
+def me() -> str:
+    """This browser (``ui.session.client_id``): who the class record knows as the teacher."""
+    from .session import client_id
+
+    return client_id()
+
+
+def is_teacher() -> bool:
+    """This browser gave the teacher key: in this session (``ui.teacher``'s key box), or in an
+    earlier one of the same browser (a reload, another tab: the class record remembers it)."""
+    ss, record = st.session_state, class_record()
+    if not os.environ.get("TFVIZ_TEACHER_KEY"):
+        return False
+    if ss.get("teacher"):
+        record.add_teacher(me())
+        return True
+    if record.is_teacher(me()):
+        ss["teacher"] = True
+        return True
+    return False
+
+
+def set_leading(on: bool) -> None:
+    """Start (this tab's view becomes the class's) or stop leading; a button's callback."""
+    if not is_teacher():
+        return
+    record = class_record()
+    record.set_leading(on, me())
+    if on:  # this tab's view wins over a class view left from an earlier lead
+        st.session_state[SEEN] = record.current().version
+        st.session_state.pop(PUBLISHED, None)
+
+
+def present_to_class() -> None:
+    """"Present to the class": the projector view and the class following, one press."""
+    st.session_state.update({PRESENT: True, HIDDEN: True})
+    set_leading(True)
+
+
 def lead_state() -> dict:
     """What a follower needs to draw the leader's view: the lesson's link settings, without
     presenting and following (a student's own)."""
@@ -338,14 +381,31 @@ def _apply_lead(state: dict) -> None:
 
 
 def leading() -> bool:
-    return bool(st.session_state.get(LEAD) and st.session_state.get("teacher"))
+    """This tab moves the class: the record leads and this browser is the teacher's."""
+    return bool(st.session_state.get("teacher")) and class_record().leads(me())
+
+
+def take_class_view() -> None:
+    """A leading tab, before it draws: when the class was moved since this tab last drew (by the
+    teacher's other tab), or this tab is new (a reload, a second tab), it shows the class's view
+    — unless this run is this tab's own change (its view differs from what it last published)."""
+    ss, lead = st.session_state, class_record().current()
+    if not lead.version or ss.get(SEEN) == lead.version:
+        return
+    if ss.get(PUBLISHED) is not None and lead_state() != ss[PUBLISHED]:
+        return
+    _apply_lead(lead.state)
+    ss[SEEN] = lead.version
 
 
 def teacher_panel() -> None:
-    """Leading the class: the teacher key (``ui.teacher``), then a switch and the class link."""
+    """Leading the class: the teacher key (``ui.teacher``), then whether the class follows (the
+    record's state, a button to change it: no switch whose state a hidden run would drop), how
+    many students follow, and the class link."""
     from .teacher import gate, key_box
 
-    with st.expander("Lead the class", icon=":material/school:", expanded=bool(st.session_state.get("teacher"))):
+    teacher = is_teacher()
+    with st.expander("Lead the class", icon=":material/school:", expanded=teacher):
         if not os.environ.get("TFVIZ_TEACHER_KEY"):
             st.caption("To lead a class, start the server with a teacher key (TFVIZ_TEACHER_KEY): "
                        "whoever holds it moves every student's lesson.")
@@ -353,13 +413,32 @@ def teacher_panel() -> None:
         if gate().problem:
             st.warning(f"Leading is off: {gate().problem}.")
             return
-        if not st.session_state.get("teacher"):
+        if not teacher:
             key_box(st, key="lesson_teacher_key")
             return
-        st.toggle("Lead: the class follows my steps", key=LEAD)
+        record = class_record()
+        n = record.followers()
+        if leading():
+            st.success(f"Leading: the class follows your steps ({_following(n)}).", icon=":material/school:")
+            st.button("Stop leading", key="lesson_lead_off", icon=":material/stop_circle:",
+                      on_click=set_leading, args=(False,))
+        else:
+            st.caption(f"Not leading now ({_following(n)}). **Present to the class** presents and "
+                       "leads; or lead from this page:")
+            st.button("Lead the class", key="lesson_lead_on", icon=":material/school:",
+                      on_click=set_leading, args=(True,))
         st.caption("Students open the class link; they see your step within about two seconds, "
-                   "and may step away and come back.")
-        st.code(links.url("lesson", {"follow": "1"}), language=None)
+                   "and may step away and come back. Leading stays on while you present, after "
+                   "Esc, on a reload and in your other tabs, until you stop it.")
+        st.code(class_link(), language=None)
+
+
+def _following(n: int) -> str:
+    return "no student follows yet" if n == 0 else f"{n} student{'s' * (n != 1)} following"
+
+
+def class_link() -> str:
+    return links.url("lesson", {"follow": "1"})
 
 
 def follower_bar() -> None:
@@ -370,6 +449,7 @@ def follower_bar() -> None:
 def _follow_tick() -> None:
     ss = st.session_state
     class_record().wait_for_leader()  # a tick never competes with the teacher's page for the CPU
+    class_record().polled(me())
     lead = class_record().current()
     if lead.version == 0:
         st.caption("Waiting for the teacher to start the lesson…")
@@ -391,10 +471,18 @@ def _follow_tick() -> None:
         st.rerun(scope="app")
 
 
+def _leader_tick() -> None:
+    """A leading tab's poll: the teacher's other tab moved the class: draw its view."""
+    if leading() and class_record().current().version != st.session_state.get(SEEN):
+        st.rerun(scope="app")
+
+
 def publish() -> None:
     """After the leader's run: the class record holds this view (unchanged: no new version)."""
     if leading():
-        class_record().publish(lead_state())
+        state = lead_state()
+        lead = class_record().publish(state)
+        st.session_state[SEEN], st.session_state[PUBLISHED] = lead.version, state
 
 
 # ------------------------------------------------------------------------------ offline
@@ -486,6 +574,7 @@ def page() -> None:
     """The Lesson page. The leader's run is marked on the class record while it draws; a
     follower's redraw waits for it (``ClassRecord.wait_for_leader``) and for its turn (two at a
     time: ``follower_turn``): the teacher goes first."""
+    is_teacher()  # a reload or another tab of the teacher's browser is the teacher again
     record, lead = class_record(), leading()
     if lead:
         record.begin()
@@ -494,6 +583,7 @@ def page() -> None:
         finally:
             record.end()
     elif st.session_state.get(FOLLOW):
+        record.polled(me())
         with record.follower_turn():
             record.wait_for_leader()
             _page()
@@ -509,6 +599,9 @@ def _page() -> None:
     if following() and lead.version:  # every run: the teacher's view, whatever an old message said
         _apply_lead(lead.state)
         ss[SEEN] = lead.version
+    leads = leading()
+    if leads:
+        take_class_view()
     presenting = bool(ss.get(PRESENT))
     ss[HIDDEN] = presenting
     if presenting:
@@ -517,18 +610,30 @@ def _page() -> None:
         st.html(PRESENT_CSS)
     else:
         st.title("Lesson: the transformer, step by step")
-    if ss.get(FOLLOW):
+    if ss.get(FOLLOW) and not leads:
         follower_bar()
+    elif leads:
+        st.fragment(_leader_tick, run_every=POLL_S)()
     nav(presenting)
     render_step(current_step(), presenting)
     if presenting:
-        st.button("Stop presenting", key="lesson_unpresent", icon=":material/close_fullscreen:",
+        c1, c2 = st.columns([1, 3], vertical_alignment="center")
+        c1.button("Stop presenting", key="lesson_unpresent", icon=":material/close_fullscreen:",
                   on_click=lambda: ss.update({PRESENT: False, HIDDEN: False}), shortcut="Esc",
                   type="tertiary")
+        if leads:
+            c2.caption(f"Leading the class ({_following(class_record().followers())}) · class link: "
+                       f"`{class_link()}`")
     else:
         c1, c2 = st.columns(2)
-        c1.button("Present (full screen, ← → keys)", key="lesson_present_btn", type="primary",
-                  icon=":material/co_present:", on_click=lambda: ss.update({PRESENT: True, HIDDEN: True}))
+        if is_teacher():
+            c1.button("Present to the class (full screen, ← → keys)", key="lesson_present_btn",
+                      type="primary", icon=":material/co_present:", on_click=present_to_class,
+                      help="The projector view, and every student who opened the class link "
+                           "follows your steps.")
+        else:
+            c1.button("Present (full screen, ← → keys)", key="lesson_present_btn", type="primary",
+                      icon=":material/co_present:", on_click=lambda: ss.update({PRESENT: True, HIDDEN: True}))
         with c2:
             export_button()
         teacher_panel()

@@ -9,6 +9,14 @@ What one session can make the server do is bounded: the record holds at most ``M
 fields of at most ``MAX_VALUE`` characters each (a ``ValueError`` otherwise), so a leader cannot
 grow it, and followers only read.
 
+Who leads lives here too, not in a page's widget (issue 41): the browsers that gave the teacher
+key (``add_teacher``: their ``tfviz_client`` cookie, at most ``MAX_TEACHERS``) and whether the
+class follows now (``leading``, switched by ``set_leading``). A widget not drawn in a run loses
+its state in Streamlit, so a switch on the page was turned off by presenting; the record keeps it
+through presenting, Esc, a reload and the teacher's second tab. The followers who polled within
+``FOLLOWER_S`` are counted (``followers``; at most ``MAX_FOLLOWERS`` remembered) so the teacher
+sees how many follow.
+
 The record lives in the server process: a class on one app server follows its teacher there. With
 several app servers (docs/deploy.md) each holds its own record, and students must open the class
 link on the teacher's server.
@@ -18,11 +26,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 MAX_FIELDS = 16
 MAX_VALUE = 500
+MAX_TEACHERS = 8  # browsers that gave the key, remembered (the least recent forgotten first)
+MAX_FOLLOWERS = 5000  # followers remembered for the count (the least recent forgotten first)
+FOLLOWER_S = 15.0  # a follower counts while it polled or redrew within this long
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,57 @@ class ClassRecord:
         self._lead = Lead()
         self._busy_since: float | None = None
         self._turns = threading.BoundedSemaphore(self.REDRAWS)
+        self._teachers: OrderedDict[str, None] = OrderedDict()
+        self._leading = False
+        self._followers: OrderedDict[str, float] = OrderedDict()
+
+    # ------------------------------------------------------------------ who leads
+    def add_teacher(self, who: str) -> None:
+        """``who`` (a browser: its client cookie) gave the teacher key (the caller checked it)."""
+        with self._lock:
+            self._teachers[str(who)] = None
+            self._teachers.move_to_end(str(who))
+            while len(self._teachers) > MAX_TEACHERS:
+                self._teachers.popitem(last=False)
+
+    def is_teacher(self, who: str) -> bool:
+        with self._lock:
+            return str(who) in self._teachers
+
+    @property
+    def leading(self) -> bool:
+        """Whether the class follows the teacher now."""
+        with self._lock:
+            return self._leading
+
+    def set_leading(self, on: bool, who: str) -> None:
+        """Start or stop leading; only a teacher's browser may (``PermissionError`` otherwise)."""
+        with self._lock:
+            if str(who) not in self._teachers:
+                raise PermissionError("only the teacher leads the class")
+            self._leading = bool(on)
+
+    def leads(self, who: str) -> bool:
+        """``who``'s pages move the class now: a teacher's browser while leading is on."""
+        with self._lock:
+            return self._leading and str(who) in self._teachers
+
+    def polled(self, who: str) -> None:
+        """A follower read the record (for ``followers``)."""
+        now = time.monotonic()
+        with self._lock:
+            self._followers[str(who)] = now
+            self._followers.move_to_end(str(who))
+            while len(self._followers) > MAX_FOLLOWERS:
+                self._followers.popitem(last=False)
+
+    def followers(self) -> int:
+        """How many followers polled within ``FOLLOWER_S``."""
+        since = time.monotonic() - FOLLOWER_S
+        with self._lock:
+            while self._followers and next(iter(self._followers.values())) < since:
+                self._followers.popitem(last=False)
+            return len(self._followers)
 
     @contextlib.contextmanager
     def follower_turn(self):
