@@ -210,3 +210,17 @@ def test_the_one_hot_claim_related_words_end_up_close() -> None:
     assert "from the animal and person groups" not in say.onehot(fails)  # 'fox' is not in this n's groups
     none = say.onehot({**n, "within": None})
     assert say.claims("onehot", {**n, "within": None}) == [] and "not checked here" in none
+
+
+def test_the_learned_positions_claim_says_the_sign() -> None:
+    """Far positions' mean cosine is said with its sign (the old notice's absolute value hid that
+    pos-learned's far pairs average -0.45, 98% negative); both branches of the claim."""
+    n = {"model": "pos-learned", "max_len": 32, "neighbour": 0.553, "far_gap": 16, "far": -0.454,
+         "far_negative": 0.978, "far_pairs": 136}
+    (c,) = say.claims(say.learned, n)
+    assert c.holds and "**-0.45**" in c.text and "98% of those 136 pairs below zero" in c.text
+    assert "opposite directions" in say.learned(n) and "absolute" not in say.learned(n)
+    assert "unrelated on average" in say.learned({**n, "far": -0.002, "far_negative": 0.44})
+    assert "**+0.00**" in say.learned({**n, "far": -0.002})  # no "-0.00"
+    (c,) = say.claims("learned", {**n, "neighbour": 0.2, "far": 0.5, "far_negative": 0.0})
+    assert not c.holds and "**not** more alike" in c.text and "still alike" in c.text

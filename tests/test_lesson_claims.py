@@ -57,3 +57,22 @@ def test_related_words_end_up_close_recomputed(name, holds) -> None:
     (c,) = say.claims(say.onehot, n)
     assert c.holds is holds and bool(np.mean(within) > np.mean(across)) is holds
     assert ("do **not** end up closer" in say.onehot(n)) is not holds
+
+
+def test_learned_positions_far_pairs_recomputed() -> None:
+    """The learned-positions step: neighbour and far cosines recomputed from the model's position
+    table (``stack.pos`` weights read from the checkpoint), the sign kept."""
+    from ui import lesson_steps as ls
+
+    lm = _model("pos-learned")
+    n = ls.learned_view(lm, {}).numbers
+    ck = load_checkpoint(SHIPPED / "pos-learned.safetensors")
+    table = [p for name, p in ck.model.named_parameters() if "pos" in name and p.ndim == 2]
+    assert len(table) == 1
+    cos = _cos(table[0].detach().double().numpy()[:256])
+    k = len(cos) // 2
+    far = np.array([cos[i, j] for i in range(len(cos)) for j in range(i + k, len(cos))])
+    assert n["far"] == pytest.approx(far.mean(), abs=1e-5) and n["far_negative"] == pytest.approx((far < 0).mean())
+    assert n["neighbour"] == pytest.approx(np.mean(np.diagonal(cos, 1)), abs=1e-5)
+    (c,) = say.claims(say.learned, n)
+    assert c.holds and far.mean() < -say.UNRELATED  # pos-learned: far positions point apart

@@ -332,10 +332,32 @@ def order(n: dict) -> str:
     return out
 
 
+UNRELATED = 0.1  # a mean cosine within ±0.1 of zero: unrelated on average
+
+
+@_claims_of("learned")
+def learned_claims(n: dict) -> list[Claim]:
+    """Learned positions: neighbours more alike than positions far apart (``far``: the signed mean
+    cosine of the pairs at least ``far_gap`` apart — its sign said, never hidden in an absolute
+    value)."""
+    nb, far, neg = n["neighbour"], n["far"], n["far_negative"]
+    apart = f"positions {n['far_gap']} or more apart average **{_d(far)}**"
+    if far < -UNRELATED:
+        how = (f" — negative, {100 * neg:.0f}% of those {n['far_pairs']} pairs below zero: the model "
+               "points far positions in opposite directions rather than leaving them unrelated")
+    elif far > UNRELATED:
+        how = f" — still alike ({100 * neg:.0f}% of those pairs below zero)"
+    else:
+        how = f" — unrelated on average ({100 * neg:.0f}% of those pairs below zero)"
+    return [check("neighbours alike, far positions not", nb > far,
+                  f"Neighbouring positions have cosine **{_d(nb)}** on average; {apart}{how}.",
+                  f"Neighbouring positions are **not** more alike than far ones here: neighbours "
+                  f"average **{_d(nb)}**, {apart}{how}.")]
+
+
 def learned(n: dict) -> str:
     return (f"{n['model']} learned **{n['max_len']}** position vectors: there is none for position "
-            f"{n['max_len']} or later. Neighbouring positions have cosine {_w(n['neighbour'])} on "
-            f"average; positions far apart {_w(n['far'])} (in absolute value).")
+            f"{n['max_len']} or later. " + learned_claims(n)[0].text)
 
 
 def sinusoidal(n: dict) -> str:

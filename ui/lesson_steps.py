@@ -650,9 +650,11 @@ def learned_view(lm, v) -> View:
                            title=f"Cosine similarity between {lm.ref.label.split(' (')[0]}'s learned positions")
     cos = viz.cosine_similarity(table)
     n = len(table)
+    far = cos[np.triu_indices(n, k=max(1, n // 2))]  # pairs at least half the table apart
     numbers = {"model": lm.ref.label.split(" (")[0], "rows": n, "max_len": int(lm.config.max_len),
                "neighbour": float(np.mean([cos[i, i + 1] for i in range(n - 1)])),
-               "far": float(np.mean(np.abs(cos[np.triu_indices(n, k=max(1, n // 2))])))}
+               "far_gap": max(1, n // 2), "far": float(np.mean(far)), "far_abs": float(np.mean(np.abs(far))),
+               "far_negative": float(np.mean(far < 0)), "far_pairs": int(far.size)}
     return View(fig, numbers, link={"section": "Learned"})
 
 
