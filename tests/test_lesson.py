@@ -23,7 +23,9 @@ def test_a_notice_quotes_its_numbers() -> None:
 
 def test_a_notice_says_when_the_effect_is_absent() -> None:
     heads = {"law": (1, 1, 0.9), "application": (1, 1, 0.4)}
-    assert "no head separates them" in say.it_heads({"pronoun": ("it", 11), "heads": heads})
+    on = {"law": {"law": 0.9, "application": 0.4}, "application": {"law": 0.9, "application": 0.4}}
+    text = say.it_heads({"pronoun": ("it", 11), "heads": heads, "on": on})
+    assert "no head separates them" in text and "No head prefers 'application'" in text
     w2v = {"words": 10, "dim": 8, "loss": (3.0, 1.0), "word": "dog", "near": [("cat", 0.9)],
            "analogy": [("king", 0.8)]}
     assert "the analogy fails here" in say.word2vec(w2v)
@@ -224,3 +226,24 @@ def test_the_learned_positions_claim_says_the_sign() -> None:
     assert "**+0.00**" in say.learned({**n, "far": -0.002})  # no "-0.00"
     (c,) = say.claims("learned", {**n, "neighbour": 0.2, "far": 0.5, "far_negative": 0.0})
     assert not c.holds and "**not** more alike" in c.text and "still alike" in c.text
+
+
+def test_the_it_heads_claims_word_by_the_larger_weight() -> None:
+    """Issue 42: a head with 0.56 on 'application' and 0.32 on 'law' leans towards 'application';
+    one with 0.99 against 0.00 follows; a noun after the pronoun in a causal model is unseen."""
+    n = {"pronoun": ("it", 28), "heads": {"law": (1, 3, 0.99), "application": (1, 2, 0.56)},
+         "on": {"law": {"law": 0.99, "application": 0.0}, "application": {"law": 0.32, "application": 0.56}},
+         "positions": {"law": [3, 17], "application": [6, 20]}, "causal": True}
+    cs = {c.name: c for c in say.claims(say.it_heads, n)}
+    assert cs["a head follows 'law'"].holds and "**L1·H3** follows 'law': 0.99" in cs["a head follows 'law'"].text
+    c = cs["a head follows 'application'"]
+    assert c.holds and "leans towards 'application' (0.56) but still puts 0.32 on 'law'" in c.text
+    assert cs["different heads follow different nouns"].holds
+    flipped = {**n, "on": {**n["on"], "application": {"law": 0.6, "application": 0.3}},
+               "heads": {**n["heads"], "application": (1, 2, 0.3)}}
+    cs = {c.name: c for c in say.claims("it_heads", flipped)}
+    assert not cs["a head follows 'application'"].holds and "puts more on 'law' (0.60)" in cs["a head follows 'application'"].text
+    assert not cs["different heads follow different nouns"].holds
+    unseen = {**n, "pronoun": ("its", 5)}
+    cs = {c.name: c for c in say.claims("it_heads", unseen)}
+    assert not cs["a head follows 'application'"].holds and "comes after 'its' (pos 5)" in cs["a head follows 'application'"].text

@@ -268,18 +268,56 @@ def heads(n: dict) -> str:
             f"hardest at {len(distinct)} different tokens; the sharpest: {sharpest}.")
 
 
+FOLLOWS = 2.0  # a head "follows" a noun when it puts at least this many times the other's weight there
+HALF = 0.5       # ... and at least half of its weight
+
+
+@_claims_of("it_heads")
+def it_heads_claims(n: dict) -> list[Claim]:
+    """Per noun, the head putting most weight on it (``heads``: noun -> (layer, head, weight)),
+    with that head's weight on every noun (``on``: noun -> {noun: weight}): the claim "a head
+    follows '<noun>'" holds when that head puts more on it than on any other noun — worded by
+    which noun gets more, "follows" only when it gets ≥ ``HALF`` and ≥ ``FOLLOWS``× any other,
+    else "leans towards". A noun after the pronoun (``positions``, causal) is unseen, said so.
+    Then "different heads follow different nouns": every noun followed, by different heads."""
+    pt, p = n["pronoun"]
+    out, held = [], []
+    for noun, (l, h, w) in n["heads"].items():
+        on = n.get("on", {}).get(noun, {noun: w})
+        others = {o: x for o, x in on.items() if o != noun}
+        rival, rw = max(others.items(), key=lambda kv: kv[1]) if others else (None, 0.0)
+        head = f"**L{l}·H{h}**"
+        later = n.get("causal") and all(q > p for q in n.get("positions", {}).get(noun, [])) \
+            and n.get("positions", {}).get(noun)
+        more = w > rw
+        if later:
+            text = (f"'{noun}' comes after '{pt}' (pos {p}): under the causal mask no head can look "
+                    f"at it (the most any head puts there: {_w(w)}).")
+            more = False
+        elif more and w >= HALF and w >= FOLLOWS * rw:
+            text = f"{head} follows '{noun}': {_w(w)} of its weight" + (
+                f", {_w(rw)} on '{rival}'." if rival else ".")
+        elif more:
+            text = (f"{head} leans towards '{noun}' ({_w(w)}) but still puts {_w(rw)} on '{rival}': "
+                    "it splits its weight rather than following one noun.")
+        else:
+            text = (f"No head prefers '{noun}': the one putting most on it, {head} ({_w(w)}), puts "
+                    f"more on '{rival}' ({_w(rw)}).")
+        out.append(Claim(f"a head follows '{noun}'", bool(more), text))
+        held.append(more)
+    heads = {(l, h) for l, h, _ in n["heads"].values()}
+    different = all(held) and len(heads) == len(n["heads"])
+    out.append(check("different heads follow different nouns", different,
+                     "Different heads prefer different nouns on this sentence.",
+                     "One head is strongest on both nouns here: no head separates them on this sentence."
+                     if len(heads) == 1 else
+                     "So on this sentence the heads do **not** split the two nouns between them."))
+    return out
+
+
 def it_heads(n: dict) -> str:
     pt, p = n["pronoun"]
-    parts = [f"**L{l}·H{h}** puts {_w(w)} on '{noun}'" for noun, (l, h, w) in n["heads"].items()]
-    same = len({(l, h) for l, h, _ in n["heads"].values()}) == 1
-    out = f"Read at '{pt}' (pos {p}): " + "; ".join(parts) + "."
-    if same:
-        out += " One head is strongest on both nouns here: no head separates them on this sentence."
-    else:
-        weak = [noun for noun, (_, _, w) in n["heads"].items() if w < 0.5]
-        out += " Different heads follow different nouns." + (
-            f" The head for {', '.join(map(repr, weak))} puts less than half its weight there." if weak else "")
-    return out
+    return f"Read at '{pt}' (pos {p}): " + " ".join(c.text for c in it_heads_claims(n))
 
 
 def it_effects(n: dict) -> str:

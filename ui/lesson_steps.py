@@ -515,10 +515,16 @@ def it_heads_view(lm, v) -> View:
                            d["weights"], d["tokens"], d["candidates"], pronoun_index=d["q_pos"],
                            title=f"Where does '{d['tokens'][d['q_pos']]}' look, in every head?")
     live = strongest_heads(d)
+    w = np.asarray(d["weights"])
     numbers = {"text": d["text"], "pronoun": (d["tokens"][d["q_pos"]], d["q_pos"]),
-               "heads": {n: (x["layer"], x["head"], x["weight"]) for n, x in live.items()}}
-    return View(fig, numbers, link={"input": "example", "example": int(v["sentence"]) - 1,
-                                    "tab": "Pronoun probe"})
+               "heads": {n: (x["layer"], x["head"], x["weight"]) for n, x in live.items()},
+               "on": {n: {m: float(w[x["layer"], x["head"], list(pos)].sum()) for m, pos in d["candidates"].items()}
+                      for n, x in live.items()},
+               "positions": {n: [int(q) for q in pos] for n, pos in d["candidates"].items()},
+               "causal": bool(lm.config.causal)}
+    sentence = int(v["sentence"])
+    return View(fig, numbers, link={"input": "example", "example": sentence - 1, "tab": "Pronoun probe",
+                                    "probe": f"Mission sentence {sentence}", "pquery": int(d["q_pos"])})
 
 
 def _got(value, what: str):

@@ -12,6 +12,14 @@ from .links import SCHEMAS, Setting
 ATTENTION_TABS = ("Heatmap", "All heads", "Lines", "Step-through", "Head roles", "Pronoun probe", "Effects")
 
 
+def _probe_query_given() -> None:
+    """A link's pronoun for the Pronoun probe (``pquery``) belongs to the linked sentence: forget
+    which sentence the box last followed, so it keeps the linked position (``widgets.query_picker``)."""
+    import streamlit as st
+
+    st.session_state.pop("_probe_query_follows", None)
+
+
 def _input(prefix: str, examples: bool = True) -> tuple[Setting, ...]:
     """The text a model reads (``ui.inputs``): task example or typed text, and the typed text."""
     out = (Setting("text", f"{prefix}_text"),
@@ -63,7 +71,9 @@ SCHEMAS.update({
     "attention": (*_input("att"), Setting("site", "att_site"),
                   Setting("layer", "att_layer", int, lo=0, hi=1000), Setting("head", "att_head", int, lo=0, hi=1000),
                   Setting("tab", "att_tab", choices=ATTENTION_TABS), Setting("query", "att_query", int, lo=-1, hi=100_000),
-                  Setting("probe", "probe_source"), Setting("view", "eff_view")),
+                  Setting("probe", "probe_source"), Setting("pquery", "probe_query", int, lo=0, hi=100_000,
+                                                            then=_probe_query_given),
+                  Setting("view", "eff_view")),
     "positional": (Setting("section", "pos_section", choices=("Sinusoidal", "Learned", "RoPE", "ALiBi", "T5")),
                    Setting("stack", "pos_stack", choices=("encoder", "decoder")),
                    Setting("d", "pos_sin_d", int, lo=8, hi=512), Setting("n", "pos_sin_n", int, lo=8, hi=256),

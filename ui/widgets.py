@@ -64,10 +64,13 @@ def query_picker(label: str, key: str, tokens: Sequence[str], default: int,
     """A query-position selector ("pos 3 · 'law'"); -1 = every token when ``every``.
     ``positions``: only these positions (default: every one). ``follows``: what the choice
     belongs to (e.g. the sentence): when it changes, the kept choice is dropped and ``default``
-    shown — position 16 of another sentence is another token."""
+    shown — position 16 of another sentence is another token; a value set before the box followed
+    anything (a link's, which clears the marker) is kept."""
     options = ([-1] if every else []) + list(range(len(tokens)) if positions is None else positions)
-    if follows is not None and st.session_state.get(f"_{key}_follows") != follows:
-        st.session_state.pop(key, None)
+    last = st.session_state.get(f"_{key}_follows")
+    if follows is not None and last != follows:
+        if last is not None:  # another sentence than the box last showed (none: a link's, or new)
+            st.session_state.pop(key, None)
         st.session_state[f"_{key}_follows"] = follows
     return choice(where, label, options, key, default,
                   format_func=lambda i: "every token" if i < 0 else f"pos {i} · '{tokens[i]}'")
