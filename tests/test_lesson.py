@@ -247,3 +247,18 @@ def test_the_it_heads_claims_word_by_the_larger_weight() -> None:
     unseen = {**n, "pronoun": ("its", 5)}
     cs = {c.name: c for c in say.claims("it_heads", unseen)}
     assert not cs["a head follows 'application'"].holds and "comes after 'its' (pos 5)" in cs["a head follows 'application'"].text
+
+
+def test_the_order_claim_attention_alone() -> None:
+    """Step 15: 'attention alone has no sense of order' checked on the no-positions decoder's
+    weights run without its mask; both branches; no claim when there is no such run."""
+    n = {"first": {"no positions": 0.0, "learned positions": 0.21}, "last": {"no positions": 2.6, "learned positions": 4.0},
+         "stage": "after layer 1", "causal": True,
+         "unmasked": {"label": "no positions and no mask", "relative": 1.5e-7, "most": 1.2e-6}}
+    (c,) = say.claims(say.order, n)
+    assert c.name == "attention alone has no sense of order" and c.holds
+    text = say.order(n)
+    assert "only because it is a decoder" in text and "float rounding" in text and "1.2e-06" in text
+    (c,) = say.claims("order", {**n, "unmasked": {**n["unmasked"], "relative": 0.3, "most": 2.0}})
+    assert not c.holds and "still tell the two sentences apart by up to **2**" in c.text
+    assert say.claims("order", {**n, "unmasked": None}) == []

@@ -130,3 +130,35 @@ def test_the_it_heads_link_opens_the_same_sentence_and_pronoun() -> None:
     assert at.session_state["probe_query"] == q
     titles = [c.proto.spec for c in at.get("plotly_chart")]
     assert any(f"(pos {q}) look, in every head" in t for t in titles)
+
+
+def test_attention_alone_has_no_order_recomputed() -> None:
+    """Step 15: pos-none's weights run without the causal mask, recomputed here with plain forwards
+    of a model built by hand (arch 'encoder', the same state dict): each word's last residual is
+    the same in both sentences to float rounding, while the decoder itself tells them apart."""
+    import dataclasses
+
+    from tfviz.model import Transformer
+    from ui import lesson_steps as ls
+
+    a, b = "the dog sees a cat", "the cat sees a dog"
+    n = ls.order_view(None, {"a": a, "b": b}).numbers
+    ck = load_checkpoint(SHIPPED / "pos-none.safetensors")
+    ids_a, ids_b = ck.tokenizer.encode(a).ids, ck.tokenizer.encode(b).ids
+    perm = [ids_a.index(t) for t in ids_b]  # every word once here
+    assert sorted(perm) == list(range(len(ids_a)))
+    name = f"blocks.{ck.model.config.n_layers - 1}.hook_resid_post"
+    import tfviz
+
+    def diff(model) -> float:
+        h = tfviz.record(model, torch.tensor([ids_a, ids_b]), names=[name])[name].double()
+        return float((h[1] - h[0][perm]).abs().max())
+
+    bidir = Transformer(dataclasses.replace(ck.model.config, arch="encoder"))
+    bidir.load_state_dict(ck.model.state_dict())
+    unmasked, causal = diff(bidir.eval()), diff(ck.model.eval())
+    assert unmasked < 1e-4 < causal
+    assert n["unmasked"]["most"] == pytest.approx(unmasked, abs=1e-5)
+    assert n["last"]["no positions"] == pytest.approx(causal, rel=1e-4)
+    (c,) = say.claims(say.order, n)
+    assert c.holds

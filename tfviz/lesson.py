@@ -355,8 +355,8 @@ def it_choice(n: dict) -> str:
 
 
 def order(n: dict) -> str:
-    first = ", ".join(f"{label} {x:.2g}" for label, x in n["first"].items())
-    last = ", ".join(f"{label} **{x:.2g}**" for label, x in n["last"].items())
+    first = "; ".join(f"{label} {x:.2g}" for label, x in n["first"].items())
+    last = "; ".join(f"{label} **{x:.2g}**" for label, x in n["last"].items())
     out = (f"Entering the model, the same word's vector differs between the two sentences by: "
            f"{first}. {n['stage'][0].upper()}{n['stage'][1:]}: {last}.")
     none_first, none_last = n["first"].get("no positions"), n["last"].get("no positions")
@@ -367,7 +367,31 @@ def order(n: dict) -> str:
                 "its causal mask lets each word see just the words before it, and that is order.")
     elif none_last is not None and none_last <= 1e-4:
         out += " After its layers too: it cannot tell the two sentences apart."
-    return out
+    cs = order_claims(n)
+    return out + "".join(" " + c.text for c in cs)
+
+
+ROUNDING = 1e-5  # a difference below this share of the vectors' size is float rounding
+
+
+@_claims_of("order")
+def order_claims(n: dict) -> list[Claim]:
+    """"Attention alone has no sense of order", checked on the no-positions decoder's weights run
+    without its causal mask (``unmasked``: relative — the largest difference over the vectors'
+    size —, most — the largest difference; ``order.without_causal_mask``)."""
+    u = n.get("unmasked")
+    if not u:
+        return []
+    return [check(
+        "attention alone has no sense of order", u["relative"] <= ROUNDING,
+        f"The same weights without the causal mask ('{u['label']}': every word sees every word, "
+        f"attention alone) give each word the same vector in both sentences after every layer: "
+        f"the largest difference is {u['most']:.1e}, {u['relative']:.0e} of the vectors' size — "
+        "float rounding. Attention alone has no sense of order.",
+        f"The same weights without the causal mask ('{u['label']}') still tell the two sentences "
+        f"apart by up to **{_g(u['most'])}** ({u['relative']:.1e} of the vectors' size): on these "
+        "sentences something besides attention carries order (check that they are rearrangements "
+        "of the same words).")]
 
 
 UNRELATED = 0.1  # a mean cosine within ±0.1 of zero: unrelated on average

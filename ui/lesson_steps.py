@@ -620,6 +620,9 @@ def it_choice_view(lm, v) -> View:
 
 
 # ------------------------------------------------------------------------------ 14-17. positions
+UNMASKED = "no positions and no mask"
+
+
 def order_view(lm, v) -> View:
     from tfviz import viz
 
@@ -635,13 +638,19 @@ def order_view(lm, v) -> View:
             keys.append(m.key)
     if not tables:
         raise ValueError("the shipped pos-none / pos-learned models are missing")
-    fig = cache.figure_for((a, b, *keys), viz.order_bars, tables)
+    none = tables.get("no positions")
+    unmasked = None
+    if none is not None and none.attrs.get("causal"):  # attention alone: the same weights, no mask
+        unmasked = tables[UNMASKED] = why.order_unmasked(zoo_model("pos-none"), a, b)
+    fig = cache.figure_for((a, b, *keys, "unmasked"), viz.order_bars, tables)
     first = {label: float(t["matched"].iloc[0]) for label, t in tables.items()}
     last = {label: float(t["matched"].iloc[-1]) for label, t in tables.items()}
-    none = tables.get("no positions")
     numbers = {"a": a, "b": b, "first": first, "last": last,
                "stage": str(next(iter(tables.values()))["stage"].iloc[-1]),
-               "causal": bool(none.attrs.get("causal")) if none is not None else None}
+               "causal": bool(none.attrs.get("causal")) if none is not None else None,
+               "unmasked": None if unmasked is None else {
+                   "label": UNMASKED, "relative": float(unmasked["relative"].max()),
+                   "most": float(unmasked["matched"].max())}}
     return View(fig, numbers, "Each bar: the largest difference between the two sentences' vectors "
                 "for the same word, after a layer (log scale).", link={"a": a, "b": b})
 
@@ -957,8 +966,9 @@ STEPS: tuple[Step, ...] = (
                            fmt=lambda i, lm: {1: "… its application …", 2: "… their application …"}[i]),)),
     Step("order-lost", "positions", "Attention alone has no sense of order",
          "Attention compares tokens by content only, so without extra information it cannot tell "
-         "'dog chases cat' from 'cat chases dog'. Two shipped models read both sentences: one was "
-         "given no positions, the other learned a vector per position.",
+         "'dog chases cat' from 'cat chases dog'. Two shipped decoders read both sentences, one "
+         "given no positions and one with a learned vector per position, and the first runs again "
+         "without its causal mask: attention alone.",
          order_view, say.order, "why",
          controls=(Control("a", "Sentence A", "text", default="the dog sees a cat"),
                    Control("b", "Sentence B", "text", default="the cat sees a dog"))),

@@ -210,6 +210,24 @@ def _order(path: str, mtime: int, a: str, b: str, _lm):
     return table, per_position, _lm.tokenizer.tokens_of(ids_b)
 
 
+@st.cache_data(max_entries=32, show_spinner="Following the words through the layers…")
+def _order_unmasked(path: str, mtime: int, a: str, b: str, _lm):
+    import torch
+
+    from tfviz.analysis.order import order_differences, without_causal_mask
+
+    ids_a, ids_b = _ids(_lm, a), _ids(_lm, b)
+    with _lm.lock:
+        model = without_causal_mask(_lm.model)
+    return order_differences(model, torch.tensor(ids_a), torch.tensor(ids_b))[0]
+
+
+def order_unmasked(lm, a: str, b: str):
+    """``order``'s table for the same decoder's weights run without its causal mask
+    (``order.without_causal_mask``): attention alone, when the model has no positions."""
+    return _order_unmasked(*lm.key, a, b, lm)
+
+
 def order(lm, a: str, b: str):
     """``order_differences`` of two sentences (table, per_position, tokens of b); ValueError when
     they are not rearrangements of each other or hold a word the model does not know."""

@@ -140,6 +140,23 @@ def order_differences(model, tokens_a, tokens_b) -> tuple[pd.DataFrame, np.ndarr
     return table, np.stack(per_position)
 
 
+def without_causal_mask(model):
+    """A copy of a one-stack decoder with the same weights run bidirectionally (``arch="encoder"``:
+    no causal mask, every word sees every word). On a model without positions it is attention
+    alone: ``order_differences`` finds the same vector for a word wherever it stands, at every
+    layer (float rounding), while the decoder itself tells rearrangements apart through its mask."""
+    import dataclasses
+
+    from ..model.transformer import Transformer
+
+    cfg = model.config
+    if cfg.arch != "decoder":
+        raise ValueError("without_causal_mask takes a one-stack decoder")
+    copy = Transformer(dataclasses.replace(cfg, arch="encoder"))
+    copy.load_state_dict(model.state_dict())
+    return copy.eval()
+
+
 def explain(table: pd.DataFrame) -> str:
     """One plain sentence on what ``order_differences`` should show for this kind of model."""
     attrs = table.attrs
@@ -156,5 +173,5 @@ def explain(table: pd.DataFrame) -> str:
             "float rounding: it cannot tell the two orders apart.")
 
 
-__all__ = ["bag_of_words", "explain", "matching_permutation", "order_differences",
+__all__ = ["bag_of_words", "explain", "matching_permutation", "order_differences", "without_causal_mask",
            "forced_equal", "position_free", "structural_classes"]
