@@ -262,3 +262,17 @@ def test_the_order_claim_attention_alone() -> None:
     (c,) = say.claims("order", {**n, "unmasked": {**n["unmasked"], "relative": 0.3, "most": 2.0}})
     assert not c.holds and "still tell the two sentences apart by up to **2**" in c.text
     assert say.claims("order", {**n, "unmasked": None}) == []
+
+
+def test_the_paths_claims_say_one_step_per_layer() -> None:
+    """Step 8: the attention path is flat in n and equals the layer count (the chart's '2 steps'
+    for 2 layers); the RNN's grows; both branches of the per-model claim."""
+    n = {"rows": {"rnn": (4.0, 4.0, 64.0, 64.0), "transformer": (4.0, 2.0, 64.0, 2.0)},
+         "layers": {"rnn": 1, "transformer": 2}}
+    cs = {c.name: c for c in say.claims(say.paths, n)}
+    assert cs["transformer: the path does not grow with n"].holds
+    assert "one hop in each of its 2 layers" in cs["transformer: the path does not grow with n"].text
+    assert not cs["rnn: the path does not grow with n"].holds and "it grows with n" in cs["rnn: the path does not grow with n"].text
+    assert "the number of layers, not the distance" in say.paths(n)
+    flat = say.paths({"rows": {"transformer": (4.0, 2.0, 64.0, 2.0)}, "layers": {"transformer": 3}})
+    assert "one hop in each" not in flat and "not the distance" not in flat

@@ -232,10 +232,30 @@ def bottleneck(n: dict) -> str:
     return out
 
 
+@_claims_of("paths")
+def paths_claims(n: dict) -> list[Claim]:
+    """"The path does not grow with the distance" for each model, from its longest path at the
+    shortest and longest n (``rows``: model -> (n0, path0, n1, path1)); with ``layers`` (model ->
+    its layer count) the attention path is said per layer: one hop in each layer, whatever n."""
+    out = []
+    for m, (x0, y0, x1, y1) in n["rows"].items():
+        L = n.get("layers", {}).get(m)
+        flat = y1 == y0
+        per_layer = f" — one hop in each of its {L} layer{'s' if L != 1 else ''}" if L and flat and y1 == L else ""
+        out.append(check(
+            f"{m}: the path does not grow with n", flat,
+            f"{_model_name(m)} **{y1:g}** steps at n = {x1:g} as at n = {x0:g}{per_layer}",
+            f"{_model_name(m)} {y0:g} steps at n = {x0:g} → **{y1:g}** at n = {x1:g}: it grows with n"))
+    return out
+
+
 def paths(n: dict) -> str:
-    parts = [f"{_model_name(m)} **{y1:g}** steps" for m, (x0, y0, x1, y1) in n["rows"].items()]
-    x = max(r[2] for r in n["rows"].values())
-    return f"Longest path from an input to an output at n = {x:g}: " + ", ".join(parts) + "."
+    cs = paths_claims(n)
+    out = "Longest path from an input to an output: " + "; ".join(c.text for c in cs) + "."
+    if any(c.holds for c in cs) and any(not c.holds for c in cs):
+        out += (" A chain must pass every token in between; attention reads every token directly, "
+                "so its path is the number of layers, not the distance.")
+    return out
 
 
 def qkv(n: dict) -> str:

@@ -433,9 +433,12 @@ def bottleneck_view(lm, v) -> View:
 def paths_view(lm, v) -> View:
     from tfviz.viz.longrange import path_length_curves
 
+    from tfviz.zoo.why import RECALL
+
     df, key = _why_frame("recall", "paths")
     fig = cache.figure_for(key, path_length_curves, df)
-    return View(fig, {"rows": _ends(df, "n", "path_length")})
+    layers = {m: int(fields.get("n_layers", 1)) for m, (_, fields) in RECALL.models.items()}
+    return View(fig, {"rows": _ends(df, "n", "path_length"), "layers": layers})
 
 
 # ------------------------------------------------------------------------------ 9-13. attention, heads
@@ -919,10 +922,11 @@ STEPS: tuple[Step, ...] = (
          "vector; letting the decoder look back at every input word (attention) removes the "
          "squeeze.",
          bottleneck_view, say.bottleneck, "why"),
-    Step("paths", "attention", "Attention: every word reaches every word in one step",
+    Step("paths", "attention", "Attention: every word reaches every word in one step per layer",
          "Attention drops the chain: to build the vector of a token, it looks at every token of "
          "the sentence directly and decides how much each one matters. The path between two "
-         "tokens no longer grows with their distance, and all positions are computed at once.",
+         "tokens is one step per layer, whatever their distance, and all positions are computed at "
+         "once.",
          paths_view, say.paths, "why"),
     Step("qkv", "attention", "Query, key and value",
          "Each token makes three vectors. Its query says what it is looking for, every token's key "
