@@ -276,3 +276,21 @@ def test_the_paths_claims_say_one_step_per_layer() -> None:
     assert "the number of layers, not the distance" in say.paths(n)
     flat = say.paths({"rows": {"transformer": (4.0, 2.0, 64.0, 2.0)}, "layers": {"transformer": 3}})
     assert "one hop in each" not in flat and "not the distance" not in flat
+
+
+def test_the_bottleneck_claims_explain_the_fall_past_training() -> None:
+    """Step 7: attention against the single vector at the longest trained length, and one token
+    longer — the transformer's fall to 0% explained by its cross-attention's alignment; both
+    branches of both claims."""
+    n = {"trained": 10, "at": {"gru": 0.14, "gru-attention": 1.0, "transformer": 1.0},
+         "next": {"gru": 0.05, "gru-attention": 0.91, "transformer": 0.0},
+         "next_tokens": {"gru": 0.81, "gru-attention": 0.99, "transformer": 0.47},
+         "alignment": {"transformer": {8: 1.0, 10: 1.0, 12: 0.083}}, "attends": ["gru-attention", "transformer"]}
+    squeeze, longer = say.claims(say.bottleneck, n)
+    assert squeeze.holds and "the GRU 14% without attention" in squeeze.text
+    assert not longer.holds and "The transformer gets 0% of whole outputs right at length 11 (but 47% of single tokens)" in longer.text
+    assert "100% of output positions at length 10 and 8% at 12" in longer.text
+    fine = {**n, "next": {**n["next"], "transformer": 0.9}}
+    assert say.claims("bottleneck", fine)[1].holds and "does **not**" not in say.bottleneck(fine)
+    worse = {**n, "at": {**n["at"], "transformer": 0.1}}
+    assert not say.claims("bottleneck", worse)[0].holds and "does **not** beat the single vector" in say.bottleneck(worse)

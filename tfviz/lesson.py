@@ -222,10 +222,57 @@ def gradient(n: dict) -> str:
     return out
 
 
+@_claims_of("bottleneck")
+def bottleneck_claims(n: dict) -> list[Claim]:
+    """The bottleneck: "attention removes the squeeze" — at the longest trained length every
+    model that attends (``attends``) gets more whole outputs right than every one that does not —
+    and "it still works one token longer" (``next``: at length + 1), the failure explained with
+    the cross-attention's ``alignment`` (model -> {length: share of output positions whose
+    strongest weight is on the source token to copy}) and ``next_tokens`` (token accuracy)."""
+    L, at, nxt = n["trained"], n["at"], n.get("next") or {}
+    att = [m for m in at if m in n.get("attends", [])]
+    plain = [m for m in at if m not in att]
+    if not att or not plain:
+        return []
+    name = lambda ms, d: ", ".join(f"{_model_name(m)} {100 * d[m]:.0f}%" for m in ms)  # noqa: E731
+    out = [check("attention removes the squeeze", min(at[m] for m in att) > max(at[m] for m in plain),
+                 f"At length {L} attention removes the squeeze: {name(att, at)} against {name(plain, at)} "
+                 "without attention.",
+                 f"At length {L} attention does **not** beat the single vector here: {name(att, at)} "
+                 f"against {name(plain, at)} without attention.")]
+    if nxt and all(m in nxt for m in at):
+        fails = [m for m in att if nxt[m] < max(nxt[m2] for m2 in plain)]
+        why = []
+        for m in fails:
+            a = n.get("alignment", {}).get(m, {})
+            before = max((k for k in a if k <= L), default=None)
+            after = min((k for k in a if k > L), default=None)
+            tok = n.get("next_tokens", {}).get(m)
+            line = f"{_model_name(m)} gets {100 * nxt[m]:.0f}% of whole outputs right at length {L + 1}"
+            line += f" (but {100 * tok:.0f}% of single tokens)" if tok is not None else ""
+            if before is not None and after is not None:
+                line += (f"; its cross-attention points at the source token to copy at "
+                         f"{100 * a[before]:.0f}% of output positions at length {before} and "
+                         f"{100 * a[after]:.0f}% at {after}: past the lengths it trained on, its "
+                         "attention no longer finds the right token, and one wrong token spoils the "
+                         "whole output")
+            why.append(line[0].upper() + line[1:])
+        out.append(check(
+            "attention still helps one token longer", not fails,
+            f"One token longer than any training input ({L + 1}): {name(att, nxt)} against "
+            f"{name(plain, nxt)} without attention.",
+            f"One token longer than any training input ({L + 1}) attention does **not** save every "
+            f"model: {name(att, nxt)} against {name(plain, nxt)} without attention. " + "; ".join(why) + "."))
+    return out
+
+
 def bottleneck(n: dict) -> str:
     L = n["trained"]
     at = "; ".join(f"{_model_name(m)} **{100 * a:.0f}%**" for m, a in n["at"].items())
     out = f"Whole outputs right on fresh inputs of length {L}, the longest trained: {at}."
+    cs = bottleneck_claims(n)
+    if cs:
+        return out + "".join(" " + c.text for c in cs)
     if n["next"]:
         nxt = ", ".join(f"{_model_name(m)} {100 * a:.0f}%" for m, a in n["next"].items())
         out += f" One token longer than any training input ({L + 1}): {nxt}."

@@ -425,9 +425,17 @@ def bottleneck_view(lm, v) -> View:
     df, key = _why_frame("bottleneck", "accuracy")
     fig = cache.figure_for(key, accuracy_vs_length, df)
     L = int(df[df["trained"]]["length"].max())
-    at = lambda n: {str(m): float(g[g["length"] == n]["accuracy"].iloc[0])  # noqa: E731
-                    for m, g in df.groupby("model", sort=False) if (g["length"] == n).any()}
-    return View(fig, {"trained": L, "at": at(L), "next": at(L + 1), "shortest": at(int(df["length"].min()))})
+    at = lambda n, col="accuracy": {str(m): float(g[g["length"] == n][col].iloc[0])  # noqa: E731
+                                    for m, g in df.groupby("model", sort=False) if (g["length"] == n).any()}
+    align = (_why_results().get("bottleneck") or {}).get("alignment")
+    alignment = {} if align is None or not len(align) else {
+        str(m): {int(r.length): float(r.alignment) for r in g.itertuples()} for m, g in align.groupby("model", sort=False)}
+    from tfviz.zoo.why import BOTTLENECK
+
+    attends = [m for m, (_, fields) in BOTTLENECK.models.items()
+               if fields.get("attention", "additive") != "none"]  # a transformer's cross-attention too
+    return View(fig, {"trained": L, "at": at(L), "next": at(L + 1), "shortest": at(int(df["length"].min())),
+                      "next_tokens": at(L + 1, "token_accuracy"), "alignment": alignment, "attends": attends})
 
 
 def paths_view(lm, v) -> View:
