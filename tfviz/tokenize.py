@@ -71,48 +71,81 @@ DISPLAY = {"bpe": lambda raw: _BYTE_LEVEL.decode([raw]), "sentencepiece": _sente
 """kind -> how a (non-special) vocabulary entry is shown; kinds not listed show the entry itself."""
 
 
-# -- bounds: what a tokenizer's rules can do to a text -------------------------------------
-# A tokenizer.json is data, but its normalizer and pre-tokenizer are rules the ``tokenizers``
-# library runs on every text: a Replace("a" -> 10,000 a's) makes 20,000 typed characters 200
-# million (3.2 GB of alignments: the process aborts), a Split regex such as (a|aa)+$ backtracks
-# exponentially until the regex engine gives up and the library panics (PanicException, a
-# BaseException). So a tokenizer's rules are read when it is built: how many times longer they
-# can make a text (``Rules.growth``, from each component's worst case per character: NFKC 18,
-# NFD 4, Lowercase 2 — measured over every code point — a Replace its content over its pattern),
-# and whether a regex holds a repeated group with a repetition or alternatives inside ((a|aa)+,
-# (a+)*: exponential backtracking). Too much growth or such a regex is refused with the reason;
-# what is accepted is run under a bound: ``encode`` reads at most ``max_chars`` characters at
-# once (so the text after normalisation stays under ``max_normalized`` characters), and whatever
-# the library raises, a panic included, is a ``TokenizerError``: "this tokenizer cannot read
-# this text". ``tfviz.limits`` holds the configurable numbers (the defaults below are its).
+# -- what tfviz reads: a tokenizer file by construction (issue 40) -------------------------
+# A tokenizer.json is a program in a small language: normalizers, a pre-tokenizer with its regex
+# engine, a model, a post-processor and a decoder, each with parameters. Bounding what each term
+# may do lost four ways (a decoder Sequence of Replaces, a post-processor's special token standing
+# for 200,000 ids, a regex with a subexpression call, a WordPiece word of 10^9 characters). So a
+# file is no longer run: tfviz reads it as *data* — its vocabulary, merges, added tokens — and the
+# names of known components, and ``canonical`` writes a new tokenizer.json of its own from them,
+# each component one of the pipelines tfviz knows (its own kinds, byte-level BPE, WordPiece,
+# SentencePiece BPE / Unigram), with every parameter checked against its known values or bounds
+# and a pre-tokenizer regex only when it EQUALS a known one (``KNOWN_SPLITS``). Anything else is
+# refused at load with one sentence naming the component. The tokenizers library then builds
+# that file. Defence in depth: ``Tokenizer.__init__`` checks any backend's components the same
+# way (also one built in this process), ``encode`` reads at most ``max_chars`` characters a page
+# and ``piece_chars`` a call, ``decode`` at most ``max_decode_ids`` ids a call, and whatever the
+# library raises, a panic included, is a ``TokenizerError``: "this tokenizer cannot read this
+# text". ``tfviz.limits`` holds the configurable numbers (the defaults below are its).
 DEFAULT_MAX_GROWTH = 1000           # limits.tokenizer_max_growth()
 DEFAULT_MAX_NORMALIZED = 1_000_000  # limits.tokenizer_max_chars()
 CANNOT_READ = "this tokenizer cannot read this text"
 GROWTH = {"NFC": 3, "NFD": 4, "NFKC": 18, "NFKD": 18, "Lowercase": 2, "ByteLevel": 4, "Strip": 1,
-          "StripAccents": 1, "Nmt": 1}
+          "StripAccents": 1, "Nmt": 1, "BertNormalizer": 4}
 """Normalizer type -> the most characters it makes of one (the ``tokenizers`` library's own
 normalizers run on every code point: NFKC turns U+FDFA into 18, NFD U+1F82 into 4, Lowercase
-U+0130 into 2, ByteLevel a 4-byte character into 4)."""
+U+0130 into 2, ByteLevel a 4-byte character into 4; BERT's: spaces around a CJK character 3)."""
 PRE_GROWTH = {"ByteLevel": 5, "Metaspace": 2, "Split": 1, "Whitespace": 1, "WhitespaceSplit": 1,
-              "BertPreTokenizer": 1, "Punctuation": 1, "Digits": 1, "UnicodeScripts": 1,
-              "CharDelimiterSplit": 1, "FixedLength": 1}
+              "BertPreTokenizer": 1, "Punctuation": 1, "Digits": 1, "UnicodeScripts": 1}
 """Pre-tokenizer type -> the most characters it makes of one (ByteLevel: 4 bytes and a prefix
 space; Metaspace: a '▁' before a piece)."""
-QUIET_DECODERS = ("ByteLevel", "WordPiece", "Metaspace", "BPEDecoder", "CTC", "Fuse", "Strip",
-                  "ByteFallback")
+KNOWN_SPLITS = {
+    # GPT-2 (ByteLevel's own regex, also written out as a Split)
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+": 1,
+    # Llama 3
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+": 2,
+    # Qwen2
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+": 2,
+    # GPT-4o (o200k)
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+": 2,
+    # BLOOM
+    r" ?[^(\s|[.,!?…。，、।۔،])]+": 1,
+}
+"""The pre-tokenizer regexes tfviz reads (a Split's pattern must equal one), each with its degree:
+the most unbounded repetitions in one alternative (a search costs about n^(degree+1) steps on a
+text of n characters that makes it fail late, so ``piece_chars`` reads degree 2 in short pieces)."""
+STEPS_PER_CHAR = 4096
+"""What one character of text may cost a regex of degree k: it reads pieces of at most
+STEPS_PER_CHAR ** (1 / k) characters (k = 1: 4,096; k = 2: 64)."""
+SHORT = 16              # a string parameter: a prefix, a suffix, a literal split, a replacement
+MAX_PARTS = 8           # components in one Sequence; items in a template
+MAX_SPECIAL_IDS = 4     # ids one post-processor special token stands for (BERT's, Llama's: 1)
+MAX_WORD_CHARS = 200    # WordPiece's max_input_chars_per_word (BERT: 100; its cost is cubic in it)
+MAX_TOKEN_CHARS = 1024  # one vocabulary entry or added token
+MAX_SPECIAL_CHARS = 64  # a special token's name (unk_token, a template's token)
+MIN_DECODE_IDS = 4096   # ``Tokenizer.max_decode_ids`` is never below this
+BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+
+
+KIND_MODELS = {"char": ("WordLevel",), "word": ("WordLevel",), "bpe": ("BPE",), "wordpiece": ("WordPiece",),
+               "sentencepiece": ("BPE", "Unigram")}
+"""kind -> the models a tokenizer of that kind has."""
 
 
 class TokenizerError(ValueError):
     """A text this tokenizer does not read: longer than it reads at once, or one the tokenizers
-    library fails (or panics) on. A ``ValueError``: pages show it as a message."""
+    library fails (or panics) on; a tokenizer file tfviz does not read. A ``ValueError``: pages
+    show it as a message."""
 
 
 @dataclass(frozen=True)
 class Rules:
     """What a tokenizer's rules can do to a text of n characters: at most ``growth`` * n +
     ``extra`` characters after its normalizer and pre-tokenizer; ``why``: the components that
-    grow it; ``degree``: the most unbounded repetitions in one alternative of its regexes
-    (``regex_bound``; 0: no regex of its own)."""
+    grow it; ``degree``: the degree of its pre-tokenizer regex (``KNOWN_SPLITS``; 0: none)."""
     growth: int = 1
     extra: int = 0
     why: tuple[str, ...] = ()
@@ -124,7 +157,7 @@ class Rules:
                      self.why + ((why,) if why and growth > 1 else ()), self.degree)
 
     def regex(self, pattern: str, where: str) -> "Rules":
-        """These rules with ``pattern`` run too (``TokenizerError`` if it can backtrack without bound)."""
+        """These rules with ``pattern`` run too (``TokenizerError`` unless it is a known one)."""
         risk, degree = regex_bound(pattern)
         if risk:
             raise TokenizerError(f"the tokenizer's {where} {risk}")
@@ -136,162 +169,106 @@ class Rules:
         return int(STEPS_PER_CHAR ** (1 / self.degree) + 1e-9) if self.degree else None
 
 
-def _skip_escape(p: str, i: int) -> int:
-    """The index after the escape at p[i] ('\\\\'): \\p{L}, \\x{41}, \\k<name> or one character."""
-    if i + 1 < len(p) and p[i + 1] in "pPxkgu" and i + 2 < len(p) and p[i + 2] in "{<'":
-        close = {"{": "}", "<": ">", "'": "'"}[p[i + 2]]
-        j = p.find(close, i + 3)
-        return len(p) if j < 0 else j + 1
-    return min(i + 2, len(p))
-
-
-def _skip_class(p: str, i: int) -> int:
-    """The index after the character class opening at p[i] ('['), nested classes included."""
-    depth, j = 0, i
-    while j < len(p):
-        c = p[j]
-        if c == "\\":
-            j = _skip_escape(p, j)
-            continue
-        if c == "[":
-            depth += 1
-            j += 1
-            if p.startswith("^", j):
-                j += 1
-            if p.startswith("]", j):  # a ']' first in a class is a character
-                j += 1
-            continue
-        if c == "]":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-        j += 1
-    return len(p)
-
-
-_QUANT = re.compile(r"\*|\+|\?|\{(\d*)(,?)(\d*)\}")
-FEW = 16  # a repetition of at most this many ({1,3}) is a constant factor, not a degree
-MAX_DEGREE = 2
-r"""The most unbounded repetitions one alternative of a regex may hold: a search with k of them can
-take about n^(k+1) steps on a text of n characters that makes it fail late (a*a*\d on 2,000 'a's:
-21 s; \w*\w*\w*[^\w] on 300: 9 s). Llama 3's and GPT-4o's patterns hold 2 (\s*[\r\n]+), GPT-2's 1."""
-STEPS_PER_CHAR = 4096
-"""What one character of text may cost a regex of degree k: it reads pieces of at most
-STEPS_PER_CHAR ** (1 / k) characters (k = 1: 4,096; k = 2: 64), so a text of n characters costs
-at most about n * STEPS_PER_CHAR steps (20,000 characters: 8e7, a second or two)."""
-
-
-def _quantifier(p: str, i: int) -> tuple[int, bool, int]:
-    """(how many times it may match its atom: 0 none, 1 at most once, FEW + 1 unbounded or more
-    than FEW, else its maximum; possessive; the index after) for a quantifier at p[i]. A
-    possessive quantifier (a++) never backtracks."""
-    m = _QUANT.match(p, i)
-    if m is None or (m[0].startswith("{") and not (m[1] or m[3])):
-        return 0, False, i
-    if m[0].startswith("{"):  # {n}, {n,}, {,m}, {n,m}
-        most = (int(m[3]) if m[3] else FEW + 1) if m[2] else int(m[1])
-    else:
-        most = 1 if m[0] == "?" else FEW + 1
-    j = m.end()
-    possessive = j < len(p) and p[j] == "+" and not m[0].startswith("{")
-    if j < len(p) and p[j] in "?+":
-        j += 1
-    return min(most, FEW + 1), possessive, j
-
-
 def regex_bound(pattern: str) -> tuple[str | None, int]:
-    """(why ``pattern`` can backtrack without bound, or None; its degree: the most unbounded
-    repetitions in one of its top-level alternatives, nested groups included).
-
-    Refused (the reason): a repeated group that holds a repetition or alternatives ((a|aa)+,
-    (a+)*, (?:x*y)+: exponential), a back-reference, more than ``MAX_DEGREE`` repetitions in one
-    alternative (polynomial of a high degree). A group repeated possessively ((…)++) or atomic
-    ((?>…)+) is never backtracked into. Conservative (it refuses some harmless patterns, e.g.
-    (ab|cd)+), but the pre-tokenizer patterns of GPT-2 (degree 1), Llama 3, Qwen2, GPT-4o (2),
-    BLOOM and DeepSeek (1) pass."""
-    frames = [[False, False, 0, False]]  # per open group: holds a repetition, alternatives, start, atomic
-    degree = branch = 0
-    i, n = 0, len(pattern)
-
-    def refuse(why: str) -> tuple[str, int]:
-        return f"regex {pattern[:80]!r} {why}", degree
-
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if re.match(r"\\(?:[1-9]|k[<'{])", pattern[i:]):
-                return refuse("holds a back-reference: matching it can take exponential time")
-            j = _skip_escape(pattern, i)
-        elif c == "[":
-            j = _skip_class(pattern, i)
-        elif c == "(":
-            if pattern.startswith("(?#", i):  # a comment
-                k = pattern.find(")", i)
-                i = n if k < 0 else k + 1
-                continue
-            m = re.match(r"\(\?(?:[imx-]*:|[=!>]|<[=!]|<[A-Za-z_]\w*>|P<[A-Za-z_]\w*>|'[A-Za-z_]\w*')?",
-                         pattern[i:])
-            frames.append([False, False, i, pattern.startswith("(?>", i)])
-            i += len(m[0]) if m else 1
-            continue
-        elif c == ")" and len(frames) > 1:
-            repeats, alternatives, start, atomic = frames.pop()
-            most, possessive, j = _quantifier(pattern, i + 1)
-            if most > 1 and not possessive and not atomic and (repeats or alternatives):
-                what = "a repetition" if repeats else "alternatives"
-                return refuse(f"repeats a group that holds {what} ({pattern[start:j][:40]!r}): it can "
-                              "backtrack for exponential time")
-            frames[-1][0] = frames[-1][0] or repeats or most > 1
-            frames[-1][1] = frames[-1][1] or alternatives
-            if most > FEW and not possessive:
-                branch += 1
-        elif c == "|":
-            frames[-1][1] = True
-            if len(frames) == 1:
-                branch = 0
-            i += 1
-            continue
-        else:
-            j = i + 1
-        most, possessive, k = _quantifier(pattern, j) if c != ")" else (0, False, j)
-        if k > j:  # the quantifier of the atom just read
-            frames[-1][0] = frames[-1][0] or most > 1
-            if most > FEW and not possessive:
-                branch += 1
-            j = k
-        degree = max(degree, branch)
-        if degree > MAX_DEGREE:
-            return refuse(f"holds {degree} repetitions in one alternative: on some texts it "
-                          f"backtracks for about n^{degree + 1} steps (tfviz reads regexes with at "
-                          f"most {MAX_DEGREE})")
-        i = j
-    return None, degree
+    """(why tfviz does not read ``pattern``, or None; its degree): a regex is read only when it
+    equals one of ``KNOWN_SPLITS`` (GPT-2, Llama 3, Qwen2, GPT-4o, BLOOM)."""
+    if pattern in KNOWN_SPLITS:
+        return None, KNOWN_SPLITS[pattern]
+    return (f"regex {pattern[:80]!r} is not one tfviz knows (it reads the pre-tokenizer regexes of "
+            "GPT-2, Llama 3, Qwen2, GPT-4o and BLOOM as they are written)"), 0
 
 
 def regex_risk(pattern: str) -> str | None:
-    """Why ``pattern`` can backtrack without bound (``regex_bound``), or None."""
+    """Why tfviz does not read ``pattern`` (``regex_bound``), or None."""
     return regex_bound(pattern)[0]
 
 
-def _pattern(node: dict) -> tuple[str, bool]:
-    """(the pattern, is it a regex) of a Replace / Split component."""
-    pat = node.get("pattern")
-    if isinstance(pat, dict) and isinstance(pat.get("Regex"), str):
-        return pat["Regex"], True
-    if isinstance(pat, dict) and isinstance(pat.get("String"), str):
-        return pat["String"], False
-    return (pat, False) if isinstance(pat, str) else ("", True)
+class _Refused(Exception):
+    """A component tfviz does not read: the sentence without "the tokenizer's"."""
 
 
-def _replace_growth(node: dict, where: str) -> tuple[int, int, str]:
-    """(growth, extra, why) of a Replace: its content for each match of its pattern; a regex
-    or an empty string can match between any two characters (then content + 1 per character)."""
-    pat, regex = _pattern(node)
-    content = node.get("content") if isinstance(node.get("content"), str) else ""
-    why = f"{where} Replace {pat[:20]!r} -> {len(content):,} characters"
-    if regex or not pat:
-        return 1 + len(content), len(content), why
-    return max(1, -(-len(content) // len(pat))), 0, why
+def _refuse(where: str, what: str) -> None:
+    raise _Refused(f"{where} {what}")
+
+
+def _name(node) -> str:
+    t = node.get("type") if isinstance(node, dict) else None
+    return repr(t[:40]) if isinstance(t, str) else ("a component without a type" if node is not None else "null")
+
+
+def _fields(node, where: str, checks: dict) -> dict:
+    """A new component of ``node``'s type holding exactly the fields of ``checks`` (field ->
+    (default, check)): each present field checked (``check(value) -> value`` or raises
+    ``_Refused``), absent ones the default; a field tfviz does not know is refused."""
+    t = node["type"]
+    extra = sorted(set(node) - set(checks) - {"type"})
+    if extra:
+        _refuse(where, f"{t} has the field {extra[0][:40]!r}, which tfviz does not know")
+    out = {"type": t}
+    for key, (default, check) in checks.items():
+        value = node.get(key, default)
+        try:
+            out[key] = check(value)
+        except _Refused as e:
+            _refuse(where, f"{t}'s {key} {e}")
+    return out
+
+
+def _bool(v):
+    if not isinstance(v, bool):
+        raise _Refused(f"must be true or false, not {str(v)[:20]!r}")
+    return v
+
+
+def _maybe_bool(v):
+    return None if v is None else _bool(v)
+
+
+def _short(v, most: int = SHORT, empty: bool = True):
+    if not isinstance(v, str) or len(v) > most or (not v and not empty):
+        raise _Refused(f"must be a string of {'' if empty else '1 to '}at most {most} characters, "
+                       f"not {str(v)[:24]!r}")
+    return v
+
+
+def _maybe_short(v, most: int = SHORT):
+    return None if v is None else _short(v, most)
+
+
+def _one_of(*values):
+    def check(v):
+        if v not in values:
+            raise _Refused(f"must be one of {', '.join(map(repr, values))}, not {str(v)[:24]!r}")
+        return v
+    return check
+
+
+def _int(lo: int, hi: int):
+    def check(v):
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            raise _Refused(f"must be a whole number from {lo:,} to {hi:,}, not {str(v)[:24]!r}")
+        return v
+    return check
+
+
+def _literal(v, regex_ok: bool = False):
+    """A Replace / Split pattern: {"String": s} with a short s (a regex: never, here)."""
+    if isinstance(v, dict) and set(v) == {"String"}:
+        return {"String": _short(v["String"])}
+    if isinstance(v, dict) and set(v) == {"Regex"} and regex_ok:
+        return {"Regex": v["Regex"]}
+    raise _Refused("must be a literal string of at most 16 characters" +
+                   (" or a known regex" if regex_ok else "") + f", not {str(v)[:40]!r}")
+
+
+def _sequence(node, where: str, key: str, one) -> list:
+    items = node.get(key)
+    if not isinstance(items, list) or len(items) > MAX_PARTS:
+        _refuse(where, f"Sequence must list at most {MAX_PARTS} components in {key!r}")
+    extra = sorted(set(node) - {"type", key})
+    if extra:
+        _refuse(where, f"Sequence has the field {extra[0][:40]!r}, which tfviz does not know")
+    return [one(child) for child in items]
 
 
 def _precompiled_growth(node: dict) -> int:
@@ -309,61 +286,324 @@ def _precompiled_growth(node: dict) -> int:
     return max([1, *(len(s.decode("utf-8", "replace")) for s in blob[4 + trie:].split(b"\0"))])
 
 
-def _walk_normalizer(node, rules: Rules) -> Rules:
-    t = node.get("type") if isinstance(node, dict) else None
+def _normalizer(node, rules: list[Rules]) -> dict:
+    """The known normalizer ``node`` is, rebuilt; ``rules[0]`` grown by it."""
+    where, t = "normalizer", node.get("type") if isinstance(node, dict) else None
     if t == "Sequence":
-        for child in node.get("normalizers") or []:
-            rules = _walk_normalizer(child, rules)
-        return rules
-    if t == "Replace":
-        pat, regex = _pattern(node)
-        rules = rules.regex(pat, "normalizer") if regex else rules
-        return rules.then(*_replace_growth(node, "normalizer"))
-    if t == "Prepend":  # once before each piece between special tokens (each >= 1 character)
-        extra = len(node.get("prepend") or "")
-        return rules.then(1 + extra, extra, f"normalizer Prepend ({extra} characters)")
-    if t == "BertNormalizer":  # spaces around CJK characters: 3; accents stripped, lowercased: <= 4
-        return rules.then(4, 0, "BertNormalizer")
-    if t == "Precompiled":
-        return rules.then(_precompiled_growth(node), 0, "Precompiled normalizer")
-    if t in GROWTH:
-        return rules.then(GROWTH[t], 0, f"{t} normalizer")
-    raise TokenizerError(f"the tokenizer's normalizer has a component of type {str(t)[:40]!r} whose "
-                         "effect on a text tfviz cannot bound")
+        return {"type": "Sequence", "normalizers": _sequence(node, where, "normalizers",
+                                                             lambda c: _normalizer(c, rules))}
+    if t in ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "Nmt", "ByteLevel"):
+        out = _fields(node, where, {})
+    elif t == "Strip":
+        out = _fields(node, where, {"strip_left": (True, _bool), "strip_right": (True, _bool)})
+    elif t == "BertNormalizer":
+        out = _fields(node, where, {"clean_text": (True, _bool), "handle_chinese_chars": (True, _bool),
+                                    "strip_accents": (None, _maybe_bool), "lowercase": (True, _bool)})
+    elif t == "Prepend":  # once before each piece between special tokens (each >= 1 character)
+        out = _fields(node, where, {"prepend": (None, lambda v: _short(v, 4, empty=False))})
+        extra = len(out["prepend"])
+        rules[0] = rules[0].then(1 + extra, extra, f"normalizer Prepend ({extra} characters)")
+        return out
+    elif t == "Replace":  # Llama 2's " " -> "▁": a literal for a literal, never a regex
+        out = _fields(node, where, {"pattern": (None, _literal),
+                                    "content": (None, lambda v: _short(v, 4))})
+        pat, content = out["pattern"]["String"], out["content"]
+        if not pat:
+            _refuse(where, "Replace of an empty string is not one tfviz knows")
+        growth = max(1, -(-len(content) // len(pat)))
+        rules[0] = rules[0].then(growth, 0, f"normalizer Replace {pat!r} -> {len(content)} characters")
+        return out
+    elif t == "Precompiled":  # a sentencepiece charsmap: data, its growth its longest replacement
+        out = _fields(node, where, {"precompiled_charsmap": (None, lambda v: v if isinstance(v, str) else
+                                                             _short(None))})
+        rules[0] = rules[0].then(_precompiled_growth(out), 0, "Precompiled normalizer")
+        return out
+    else:
+        _refuse(where, f"has a component of type {_name(node)} that tfviz does not read (it reads "
+                       "NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Nmt, BertNormalizer, "
+                       "Prepend, Replace of a literal, Precompiled, ByteLevel and Sequences of them)")
+    rules[0] = rules[0].then(GROWTH.get(t, 1), 0, f"{t} normalizer")
+    return out
 
 
-def _walk_pre(node, rules: Rules) -> Rules:
-    t = node.get("type") if isinstance(node, dict) else None
+_METASPACE = {"replacement": ("\u2581", lambda v: _short(v, 1, empty=False)),
+              "prepend_scheme": ("always", _one_of("always", "never", "first")),
+              "split": (True, _bool)}
+_BYTE_LEVEL_FIELDS = {"add_prefix_space": (True, _bool), "trim_offsets": (True, _bool),
+                      "use_regex": (True, _bool)}
+
+
+def _metaspace(node, where: str) -> dict:
+    node = dict(node)
+    if "add_prefix_space" in node:  # the older spelling (tokenizers < 0.19)
+        legacy = node.pop("add_prefix_space")
+        if not isinstance(legacy, bool):
+            _refuse(where, "Metaspace's add_prefix_space must be true or false")
+        node.setdefault("prepend_scheme", "always" if legacy else "never")
+    node.pop("str_rep", None)  # the older copy of replacement
+    return _fields(node, where, _METASPACE)
+
+
+def _pre_tokenizer(node, rules: list[Rules]) -> dict:
+    where, t = "pre-tokenizer", node.get("type") if isinstance(node, dict) else None
     if t == "Sequence":
-        for child in node.get("pretokenizers") or []:
-            rules = _walk_pre(child, rules)
-        return rules
-    if t == "Split":
-        pat, regex = _pattern(node)
-        rules = rules.regex(pat, "pre-tokenizer") if regex else rules
-    if t in PRE_GROWTH:
-        return rules.then(PRE_GROWTH[t], 0, f"{t} pre-tokenizer")
-    raise TokenizerError(f"the tokenizer's pre-tokenizer has a component of type {str(t)[:40]!r} "
-                         "whose effect on a text tfviz cannot bound")
+        return {"type": "Sequence", "pretokenizers": _sequence(node, where, "pretokenizers",
+                                                               lambda c: _pre_tokenizer(c, rules))}
+    if t in ("Whitespace", "WhitespaceSplit", "BertPreTokenizer", "UnicodeScripts"):
+        out = _fields(node, where, {})
+    elif t == "ByteLevel":
+        out = _fields(node, where, _BYTE_LEVEL_FIELDS)
+    elif t == "Metaspace":
+        out = _metaspace(node, where)
+    elif t == "Digits":
+        out = _fields(node, where, {"individual_digits": (False, _bool)})
+    elif t == "Punctuation":
+        out = _fields(node, where, {"behavior": ("Isolated", _one_of(*BEHAVIORS))})
+    elif t == "Split":
+        out = _fields(node, where, {"pattern": (None, lambda v: _literal(v, regex_ok=True)),
+                                    "behavior": (None, _one_of(*BEHAVIORS)), "invert": (False, _bool)})
+        if "Regex" in out["pattern"]:
+            try:
+                rules[0] = rules[0].regex(out["pattern"]["Regex"], where)
+            except TokenizerError as e:
+                raise _Refused(str(e).removeprefix("the tokenizer's ")) from None
+    else:
+        _refuse(where, f"has a component of type {_name(node)} that tfviz does not read (it reads "
+                       "ByteLevel, Whitespace, WhitespaceSplit, BertPreTokenizer, Metaspace, Digits, "
+                       "Punctuation, UnicodeScripts, Split on a literal or a known regex, and Sequences)")
+    rules[0] = rules[0].then(PRE_GROWTH.get(t, 1), 0, f"{t} pre-tokenizer")
+    return out
 
 
-def _check_decoder(node, max_growth: int) -> None:
-    t = node.get("type") if isinstance(node, dict) else None
+def _decoder(node) -> dict:
+    where, t = "decoder", node.get("type") if isinstance(node, dict) else None
     if t == "Sequence":
-        for child in node.get("decoders") or []:
-            _check_decoder(child, max_growth)
-    elif t == "Replace":
-        pat, regex = _pattern(node)
-        if regex and (risk := regex_risk(pat)):  # a decoder reads a model's few tokens: no degree
-            raise TokenizerError(f"the tokenizer's decoder {risk}")
-        growth, _, why = _replace_growth(node, "decoder")
-        if growth > max_growth:
-            raise TokenizerError(f"the tokenizer's {why} can make a text {growth:,} times longer; "
-                                 f"tfviz reads tokenizers that make a text at most {max_growth:,} "
-                                 "times longer (TFVIZ_TOKENIZER_MAX_GROWTH)")
-    elif t not in QUIET_DECODERS:
-        raise TokenizerError(f"the tokenizer's decoder has a component of type {str(t)[:40]!r} "
-                             "tfviz does not know")
+        return {"type": "Sequence", "decoders": _sequence(node, where, "decoders", _decoder)}
+    if t in ("ByteFallback", "Fuse"):
+        return _fields(node, where, {})
+    if t == "ByteLevel":
+        return _fields(node, where, _BYTE_LEVEL_FIELDS)
+    if t == "WordPiece":
+        return _fields(node, where, {"prefix": ("##", _short), "cleanup": (True, _bool)})
+    if t == "Metaspace":
+        return _metaspace(node, where)
+    if t == "BPEDecoder":
+        return _fields(node, where, {"suffix": ("</w>", _short)})
+    if t == "Strip":
+        return _fields(node, where, {"content": (" ", lambda v: _short(v, 1, empty=False)),
+                                     "start": (0, _int(0, SHORT)), "stop": (0, _int(0, SHORT))})
+    if t == "Replace":  # Llama 2's "▁" -> " ": never longer than what it replaces
+        out = _fields(node, where, {"pattern": (None, _literal), "content": (None, _short)})
+        if not out["pattern"]["String"] or len(out["content"]) > len(out["pattern"]["String"]):
+            _refuse(where, f"Replace {out['pattern']['String']!r} -> {len(out['content']):,} characters "
+                           "is not one tfviz knows (a decoder's Replace never lengthens a text)")
+        return out
+    _refuse(where, f"has a component of type {_name(node)} that tfviz does not read (it reads "
+                   "ByteLevel, WordPiece, Metaspace, BPEDecoder, ByteFallback, Fuse, Strip, Replace of "
+                   "a literal by one no longer, and Sequences of them)")
+
+
+def _pair(v):
+    if not (isinstance(v, list) and len(v) == 2 and isinstance(v[1], int) and not isinstance(v[1], bool)):
+        raise _Refused(f"must be a [token, id] pair, not {str(v)[:40]!r}")
+    return [_short(v[0], MAX_SPECIAL_CHARS, empty=False), _int(0, 2**31 - 1)(v[1])]
+
+
+def _template(items, specials: dict) -> list:
+    if not isinstance(items, list) or len(items) > MAX_PARTS:
+        raise _Refused(f"must be a list of at most {MAX_PARTS} pieces")
+    out = []
+    for item in items:
+        if isinstance(item, dict) and len(item) == 1 and "Sequence" in item:
+            body = item["Sequence"]
+            out.append({"Sequence": {"id": _one_of("A", "B")(body.get("id") if isinstance(body, dict) else None),
+                                     "type_id": _int(0, 1)(body.get("type_id"))}})
+        elif isinstance(item, dict) and len(item) == 1 and "SpecialToken" in item:
+            body = item["SpecialToken"]
+            name = body.get("id") if isinstance(body, dict) else None
+            if name not in specials:
+                raise _Refused(f"names a special token {str(name)[:40]!r} it does not define")
+            out.append({"SpecialToken": {"id": name, "type_id": _int(0, 1)(body.get("type_id"))}})
+        else:
+            raise _Refused(f"holds a piece tfviz does not know ({str(item)[:40]!r})")
+    return out
+
+
+def _template_specials(v) -> dict:
+    if not isinstance(v, dict) or len(v) > MAX_PARTS:
+        raise _Refused(f"must map at most {MAX_PARTS} names to tokens")
+    out = {}
+    for name, body in v.items():
+        ids, tokens = (body.get("ids"), body.get("tokens")) if isinstance(body, dict) else (None, None)
+        if not (isinstance(ids, list) and isinstance(tokens, list) and 1 <= len(ids) <= MAX_SPECIAL_IDS
+                and len(ids) == len(tokens) and body.get("id") == name):
+            raise _Refused(f"{str(name)[:40]!r} must stand for 1 to {MAX_SPECIAL_IDS} tokens, "
+                           f"not {len(ids) if isinstance(ids, list) else 'an unreadable list of'}")
+        out[_short(name, MAX_SPECIAL_CHARS, empty=False)] = {
+            "id": name, "ids": [_int(0, 2**31 - 1)(i) for i in ids],
+            "tokens": [_short(t, MAX_SPECIAL_CHARS, empty=False) for t in tokens]}
+    return out
+
+
+def _post_processor(node) -> dict:
+    where, t = "post-processor", node.get("type") if isinstance(node, dict) else None
+    if t == "Sequence":
+        return {"type": "Sequence", "processors": _sequence(node, where, "processors", _post_processor)}
+    if t == "ByteLevel":
+        return _fields(node, where, _BYTE_LEVEL_FIELDS)
+    if t == "BertProcessing":
+        return _fields(node, where, {"sep": (None, _pair), "cls": (None, _pair)})
+    if t == "RobertaProcessing":
+        return _fields(node, where, {"sep": (None, _pair), "cls": (None, _pair),
+                                     "trim_offsets": (True, _bool), "add_prefix_space": (True, _bool)})
+    if t == "TemplateProcessing":
+        try:
+            specials = _template_specials(node.get("special_tokens", {}))
+        except _Refused as e:
+            raise _Refused(f"{where} TemplateProcessing's special_tokens {e}") from None
+        return _fields(node, where, {"single": (None, lambda v: _template(v, specials)),
+                                     "pair": (None, lambda v: _template(v, specials)),
+                                     "special_tokens": (None, lambda v: specials)})
+    _refuse(where, f"has a component of type {_name(node)} that tfviz does not read (it reads "
+                   "TemplateProcessing with short templates, BertProcessing, RobertaProcessing, "
+                   "ByteLevel and Sequences of them)")
+
+
+def _token_string(v, what: str) -> str:
+    if not isinstance(v, str) or len(v) > MAX_TOKEN_CHARS:
+        raise _Refused(f"holds {what} of {len(v) if isinstance(v, str) else 'no'} characters "
+                       f"(tfviz reads tokens of at most {MAX_TOKEN_CHARS:,})")
+    return v
+
+
+def _vocab(v, what: str = "vocab") -> dict:
+    if not isinstance(v, dict):
+        raise _Refused(f"{what} must map tokens to ids")
+    for token, i in v.items():
+        if len(token) > MAX_TOKEN_CHARS:
+            _token_string(token, "a token")
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < 2**31:
+            raise _Refused(f"{what} gives {token[:40]!r} the id {str(i)[:20]!r}")
+    return v
+
+
+def _merges(v) -> list:
+    if not isinstance(v, list):
+        raise _Refused("merges must be a list")
+    for m in v:
+        if not (isinstance(m, str) or (isinstance(m, list) and len(m) == 2
+                                       and isinstance(m[0], str) and isinstance(m[1], str))):
+            raise _Refused(f"merges hold {str(m)[:40]!r}, not a pair of tokens")
+    return v
+
+
+def _unigram_vocab(v) -> list:
+    if not isinstance(v, list):
+        raise _Refused("vocab must be a list of [piece, score]")
+    for item in v:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
+            raise _Refused(f"vocab holds {str(item)[:40]!r}, not a [piece, score]")
+        if len(item[0]) > MAX_TOKEN_CHARS:
+            _token_string(item[0], "a piece")
+    return v
+
+
+def _dropout(v):
+    if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1):
+        raise _Refused(f"must be null or from 0 to 1, not {str(v)[:20]!r}")
+    return v
+
+
+def _model(node) -> dict:
+    where, t = "model", node.get("type") if isinstance(node, dict) else None
+    unk = (None, lambda v: None if v is None else _short(v, MAX_SPECIAL_CHARS, empty=False))
+    if t == "BPE":
+        return _fields(node, where, {"dropout": (None, _dropout), "unk_token": unk,
+                                     "continuing_subword_prefix": (None, _maybe_short),
+                                     "end_of_word_suffix": (None, _maybe_short),
+                                     "fuse_unk": (False, _bool), "byte_fallback": (False, _bool),
+                                     "ignore_merges": (False, _bool), "vocab": (None, _vocab),
+                                     "merges": ([], _merges)})
+    if t == "WordPiece":
+        return _fields(node, where, {"unk_token": ("[UNK]", unk[1]),
+                                     "continuing_subword_prefix": ("##", _short),
+                                     "max_input_chars_per_word": (100, _int(1, MAX_WORD_CHARS)),
+                                     "vocab": (None, _vocab)})
+    if t == "Unigram":
+        return _fields(node, where, {"unk_id": (None, lambda v: None if v is None else _int(0, 2**31 - 1)(v)),
+                                     "vocab": (None, _unigram_vocab), "byte_fallback": (False, _bool)})
+    if t == "WordLevel":
+        return _fields(node, where, {"vocab": (None, _vocab), "unk_token": unk})
+    _refuse(where, f"is of type {_name(node)}, which tfviz does not read (it reads BPE, WordPiece, "
+                   "Unigram and WordLevel)")
+
+
+_ADDED = {"id": (None, _int(0, 2**31 - 1)), "content": (None, lambda v: _token_string(v, "an added token")),
+          "single_word": (False, _bool), "lstrip": (False, _bool), "rstrip": (False, _bool),
+          "normalized": (False, _bool), "special": (False, _bool)}
+
+
+def _added_tokens(v) -> list:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _Refused("added_tokens must be a list")
+    out = []
+    for t in v:
+        if not isinstance(t, dict):
+            raise _Refused(f"added_tokens hold {str(t)[:40]!r}")
+        out.append(_fields({"type": "added token", **t}, "added_tokens", _ADDED))
+        del out[-1]["type"]
+    return out
+
+
+PARTS = ("normalizer", "pre_tokenizer", "model", "decoder", "post_processor")
+
+
+def canonical(spec: dict, max_growth: int = DEFAULT_MAX_GROWTH) -> tuple[dict, Rules]:
+    """A parsed tokenizer.json -> (a new tokenizer.json written by tfviz from its data, the rules
+    it runs): every component one tfviz knows with checked parameters, the vocabulary, merges and
+    added tokens kept as data, padding and truncation dropped (tfviz never uses them).
+    ``TokenizerError`` (a ValueError) with one sentence naming the component otherwise, or when
+    its normalizer and pre-tokenizer can make a text more than ``max_growth`` times longer."""
+    if not isinstance(spec, dict):
+        raise TokenizerError("the tokenizer is not a JSON object")
+    rules = [Rules()]
+    try:
+        out = {"version": "1.0", "truncation": None, "padding": None,
+               "added_tokens": _added_tokens(spec.get("added_tokens")),
+               "normalizer": None if spec.get("normalizer") is None else _normalizer(spec["normalizer"], rules),
+               "pre_tokenizer": (None if spec.get("pre_tokenizer") is None
+                                 else _pre_tokenizer(spec["pre_tokenizer"], rules)),
+               "post_processor": (None if spec.get("post_processor") is None
+                                  else _post_processor(spec["post_processor"])),
+               "decoder": None if spec.get("decoder") is None else _decoder(spec["decoder"]),
+               "model": _model(spec.get("model"))}
+    except _Refused as e:
+        raise TokenizerError(f"the tokenizer's {e}") from None
+    except (ValueError, TypeError, AttributeError, KeyError) as e:  # a malformed component
+        raise TokenizerError(f"the tokenizer's rules cannot be read ({type(e).__name__}: "
+                             f"{str(e)[:200]})") from None
+    _check_growth(rules[0], max_growth)
+    return out, rules[0]
+
+
+def _check_growth(rules: Rules, max_growth: int) -> None:
+    if rules.growth > max_growth:
+        raise TokenizerError(f"the tokenizer's {' then '.join(rules.why)} can make a text "
+                             f"{rules.growth:,} times longer; tfviz reads tokenizers that make a text "
+                             f"at most {max_growth:,} times longer (TFVIZ_TOKENIZER_MAX_GROWTH)")
+
+
+def build(spec: dict, max_growth: int = DEFAULT_MAX_GROWTH) -> _HFTokenizer:
+    """The tokenizers library's tokenizer for ``canonical(spec)`` (never for ``spec`` itself):
+    ``TokenizerError`` with the reason when tfviz does not read it or the library cannot build it."""
+    rebuilt, _ = canonical(spec, max_growth)
+    try:
+        return _HFTokenizer.from_str(json.dumps(rebuilt))
+    except Exception as e:  # the Rust side raises plain Exception
+        raise TokenizerError(f"invalid tokenizer definition: {str(e)[:300]}") from None
 
 
 def _state(component) -> dict | None:
@@ -371,35 +611,50 @@ def _state(component) -> dict | None:
 
 
 def read_rules(backend: _HFTokenizer, max_growth: int = DEFAULT_MAX_GROWTH) -> Rules:
-    """How much ``backend``'s normalizer and pre-tokenizer can grow a text (``Rules``), checked
-    against ``max_growth``, and that none of its regexes (normalizer, pre-tokenizer, decoder) can
-    backtrack without bound: ``TokenizerError`` (a ValueError) with the reason otherwise."""
+    """``backend``'s components checked as ``canonical`` checks a file's (its model by type and
+    parameters, not its vocabulary), and the rules they run: ``TokenizerError`` otherwise."""
+    model = backend.model
+    name = type(model).__name__
+    try:
+        if name not in ("BPE", "WordPiece", "Unigram", "WordLevel"):
+            _refuse("model", f"is of type {name[:40]!r}, which tfviz does not read")
+        try:
+            if name == "WordPiece":
+                _int(1, MAX_WORD_CHARS)(model.max_input_chars_per_word)
+        except _Refused as e:
+            _refuse("model", f"WordPiece's max_input_chars_per_word {e}")
+        try:
+            if name == "BPE":
+                _dropout(model.dropout)
+        except _Refused as e:
+            _refuse("model", f"BPE's dropout {e}")
+        if backend.post_processor is not None:
+            _post_processor(_state(backend.post_processor))
+    except _Refused as e:
+        raise TokenizerError(f"the tokenizer's {e}") from None
     return rules_of(_state(backend.normalizer), _state(backend.pre_tokenizer), _state(backend.decoder),
                     max_growth)
 
 
 def rules_of(normalizer: dict | None, pre_tokenizer: dict | None, decoder: dict | None = None,
              max_growth: int = DEFAULT_MAX_GROWTH) -> Rules:
-    """``read_rules`` on a tokenizer.json's parsed "normalizer", "pre_tokenizer" and "decoder"
-    (before the tokenizers library builds anything from it)."""
-    rules = Rules()
+    """``canonical``'s checks of a tokenizer.json's parsed "normalizer", "pre_tokenizer" and
+    "decoder", and the rules they run (``Rules``: growth, regex degree)."""
+    rules = [Rules()]
     try:
         if normalizer is not None:
-            rules = _walk_normalizer(normalizer, rules)
+            _normalizer(normalizer, rules)
         if pre_tokenizer is not None:
-            rules = _walk_pre(pre_tokenizer, rules)
+            _pre_tokenizer(pre_tokenizer, rules)
         if decoder is not None:
-            _check_decoder(decoder, max_growth)
-    except TokenizerError:
-        raise
+            _decoder(decoder)
+    except _Refused as e:
+        raise TokenizerError(f"the tokenizer's {e}") from None
     except (ValueError, TypeError, AttributeError, KeyError) as e:  # a malformed component
         raise TokenizerError(f"the tokenizer's rules cannot be read ({type(e).__name__}: "
                              f"{str(e)[:200]})") from None
-    if rules.growth > max_growth:
-        raise TokenizerError(f"the tokenizer's {' then '.join(rules.why)} can make a text "
-                             f"{rules.growth:,} times longer; tfviz reads tokenizers that make a text "
-                             f"at most {max_growth:,} times longer (TFVIZ_TOKENIZER_MAX_GROWTH)")
-    return rules
+    _check_growth(rules[0], max_growth)
+    return rules[0]
 
 
 @dataclass(frozen=True)
@@ -425,8 +680,9 @@ class Tokenizer:
                  max_normalized: int = DEFAULT_MAX_NORMALIZED) -> None:
         if kind not in KINDS + IMPORTED_KINDS:
             raise ValueError(f"unknown tokenizer kind {kind!r}; expected one of {KINDS + IMPORTED_KINDS}")
-        # its rules first: a tokenizer that can grow a text without bound, or backtrack, is refused
+        # its components first: each one tfviz knows, with checked parameters (``read_rules``)
         self.rules = read_rules(backend, max_growth)
+        self.max_normalized = int(max_normalized)
         self.max_chars = max(1, (int(max_normalized) - self.rules.extra) // self.rules.growth)
         """The longest text a page should read with it: its rules make at most ``max_normalized``
         characters of it (``tfviz.limits.tokenizer_max_chars``), so its tokens are bounded too."""
@@ -581,10 +837,23 @@ class Tokenizer:
         except BaseException as e:  # noqa: BLE001 - pyo3_runtime.PanicException derives from it
             raise TokenizerError(f"{CANNOT_READ} ({type(e).__name__}: {str(e)[:200]})") from None
 
+    @property
+    def max_decode_ids(self) -> int:
+        """The most ids one ``decode`` reads: what makes at most ``max_normalized`` characters
+        with its longest token (tokens are at most ``MAX_TOKEN_CHARS``; decoders never lengthen)."""
+        if getattr(self, "_max_decode_ids", None) is None:
+            longest = max((len(t) for t in self.backend.get_vocab(with_added_tokens=True)), default=1)
+            self._max_decode_ids = max(MIN_DECODE_IDS, self.max_normalized // max(longest, 1))
+        return self._max_decode_ids
+
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
         """Ids -> text, special ids as their literals ("[MASK]"), the inverse of ``encode``;
-        ``skip_special=True`` leaves them out."""
-        return self._library(self.backend.decode, [int(i) for i in ids], skip_special_tokens=skip_special)
+        ``skip_special=True`` leaves them out. More than ``max_decode_ids`` ids: ``TokenizerError``."""
+        ids = [int(i) for i in ids]
+        if len(ids) > self.max_decode_ids:
+            raise TokenizerError(f"{len(ids):,} ids; this tokenizer decodes at most "
+                                 f"{self.max_decode_ids:,} at once")
+        return self._library(self.backend.decode, ids, skip_special_tokens=skip_special)
 
     # -- serialisation ---------------------------------------------------------------------
     def fingerprint(self) -> str:
@@ -606,8 +875,9 @@ class Tokenizer:
     @classmethod
     def from_json(cls, s: str, **bounds) -> "Tokenizer":
         """Inverse of ``to_json``; raises ValueError on anything malformed (user-uploaded files)
-        and on rules that can grow a text without bound or backtrack (``read_rules``; ``bounds``:
-        ``max_growth``, ``max_normalized``)."""
+        and on any component tfviz does not know: the tokenizer is rebuilt from the file's data
+        by ``build`` (``canonical``), never run as written (``bounds``: ``max_growth``,
+        ``max_normalized``)."""
         try:
             data = json.loads(s)
         except (TypeError, ValueError) as e:
@@ -622,10 +892,12 @@ class Tokenizer:
         if specials is not None and not (isinstance(specials, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in specials.items())):
             raise ValueError("tokenizer \"specials\" must map roles to token strings")
-        try:
-            backend = _HFTokenizer.from_str(json.dumps(data["tokenizer"]))
-        except Exception as e:  # the Rust side raises plain Exception
-            raise ValueError(f"invalid tokenizer definition: {e}") from None
+        model = data["tokenizer"].get("model")
+        want = KIND_MODELS[data["kind"]]
+        if not isinstance(model, dict) or model.get("type") not in want:
+            raise TokenizerError(f"a {data['kind']} tokenizer's model must be {' or '.join(want)}, not "
+                                 f"{_name(model)}")
+        backend = build(data["tokenizer"], bounds.get("max_growth", DEFAULT_MAX_GROWTH))  # rebuilt, never run as given
         return cls(backend, data["kind"], bool(data.get("lowercase", False)), specials, **bounds)
 
     def __repr__(self) -> str:

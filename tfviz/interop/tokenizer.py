@@ -16,7 +16,7 @@ from pathlib import Path
 from tokenizers import Tokenizer as HFTokenizer
 
 from .. import limits, storage
-from ..tokenize import ROLES, Tokenizer, TokenizerError, rules_of
+from ..tokenize import ROLES, Tokenizer, TokenizerError, build, canonical
 from .folder import ModelFolderError, tokenizer_json_max_bytes
 
 
@@ -84,9 +84,10 @@ its settings: Llama 3's 5.4 per token, Qwen2's 3, GPT-2's 2. More is refused bef
 
 def read_spec(path: Path, max_tokens: int | None = None) -> tuple[str, dict]:
     """(text, parsed) of a tokenizer.json, bounded before it is parsed (``TFVIZ_TOKENIZER_MAX_MB``,
-    ``limits.TOKENIZER_CONTAINERS`` brackets, ``storage.MAX_JSON_DEPTH`` levels), its rules checked
-    (``tokenize.rules_of``: growth within ``TFVIZ_TOKENIZER_MAX_GROWTH``, no regex that backtracks
-    exponentially; the folder listing shows the reason); with
+    ``limits.TOKENIZER_CONTAINERS`` brackets, ``storage.MAX_JSON_DEPTH`` levels), every component
+    one tfviz knows (``tokenize.canonical``: known types, checked parameters, a pre-tokenizer regex
+    equal to a known one, growth within ``TFVIZ_TOKENIZER_MAX_GROWTH``; the folder listing shows
+    the reason); with
     ``max_tokens`` (the model's vocab_size) a vocabulary larger than the model's is refused before
     the tokenizers library builds it (3M tokens took it 28 s and 1.5 GB)."""
     limit = tokenizer_json_max_bytes()
@@ -105,9 +106,8 @@ def read_spec(path: Path, max_tokens: int | None = None) -> tuple[str, dict]:
     model = spec.get("model") if isinstance(spec, dict) else None
     if not isinstance(model, dict):
         raise ModelFolderError(f"{path}: not a tokenizer.json (it needs a \"model\" object)")
-    try:  # rules that can grow a text without bound, or backtrack: refused before anything is built
-        rules_of(*(spec.get(k) for k in ("normalizer", "pre_tokenizer", "decoder")),
-                 max_growth=limits.tokenizer_max_growth())
+    try:  # any component tfviz does not know: refused before anything is built
+        canonical(spec, max_growth=limits.tokenizer_max_growth())
     except TokenizerError as e:
         raise ModelFolderError(f"{path}: {e}") from None
     vocab = model.get("vocab")
@@ -122,9 +122,9 @@ def load_tokenizer(path: Path, tokenizer_config: dict, model_config: dict,
                    special_tokens_map: dict | None = None, max_tokens: int | None = None) -> Tokenizer:
     """The folder's tokenizer (``read_spec`` bounds the file; ``max_tokens``: the model's vocab_size)."""
     text, spec = read_spec(path, max_tokens)
-    try:
-        backend = HFTokenizer.from_str(text)
-    except Exception as e:  # the Rust side raises plain Exception
+    try:  # rebuilt by tfviz from the file's data, never run as the file writes it
+        backend = build(spec, max_growth=limits.tokenizer_max_growth())
+    except TokenizerError as e:
         raise ModelFolderError(f"{path}: the tokenizers library cannot read it ({str(e)[:300]})") from None
     try:
         specials = specials_of(backend, spec, tokenizer_config, special_tokens_map or {},
