@@ -294,3 +294,18 @@ def test_the_bottleneck_claims_explain_the_fall_past_training() -> None:
     assert say.claims("bottleneck", fine)[1].holds and "does **not**" not in say.bottleneck(fine)
     worse = {**n, "at": {**n["at"], "transformer": 0.1}}
     assert not say.claims("bottleneck", worse)[0].holds and "does **not** beat the single vector" in say.bottleneck(worse)
+
+
+def test_the_tokens_and_mask_notices_say_what_the_settings_did() -> None:
+    """Issue 42's smaller defects: the character tokenizer's unknowns are said; a BPE vocabulary
+    smaller than the slider allowed is explained; a window setting a mask kind ignores is said."""
+    n = {"chars": 60, "bpe_asked": 2000, "rows": {"char": {"count": 60, "unknowns": 3, "vocab_size": 33},
+                                                  "bpe": {"count": 32, "unknowns": 0, "vocab_size": 414}}}
+    text = say.tokens(n)
+    assert "**3** of them unknown" in text and "allowed 2000 pieces but learned 414" in text
+    n["rows"]["char"]["unknowns"], n["bpe_asked"] = 0, 414
+    assert "unknown ([UNK]: characters" not in say.tokens(n) and "allowed" not in say.tokens(n)
+    m = {"kind": "causal / full", "n": 4, "allowed": 10, "most": 4, "window": None, "asked_window": 3,
+         "blocked_weight": 0.0}
+    assert "does not apply" in say.mask(m)
+    assert "does not apply" not in say.mask({**m, "kind": "sliding window", "window": 3})

@@ -83,7 +83,9 @@ def tokens(n: dict) -> str:
     c, w, b = r.get("char"), r.get("word"), r.get("bpe")
     parts = []
     if c:
-        parts.append(f"characters give **{c['count']}** tokens from a vocabulary of {c['vocab_size']}")
+        cu = (f", **{c['unknowns']}** of them unknown ([UNK]: characters the corpus never had)"
+              if c.get("unknowns") else "")
+        parts.append(f"characters give **{c['count']}** tokens{cu} from a vocabulary of {c['vocab_size']}")
     if w:
         unk = f", **{w['unknowns']}** of them unknown ([UNK])" if w["unknowns"] else ", none unknown"
         parts.append(f"words give **{w['count']}**{unk} (vocabulary {w['vocab_size']})")
@@ -91,6 +93,9 @@ def tokens(n: dict) -> str:
         parts.append(f"BPE gives **{b['count']}** ({n['chars'] / max(b['count'], 1):.1f} characters "
                      f"each, {b['unknowns']} unknown) from a vocabulary of {b['vocab_size']}")
     out = f"The text has {n['chars']} characters: " + "; ".join(parts) + "."
+    if b and n.get("bpe_asked") and b["vocab_size"] < n["bpe_asked"]:
+        out += (f" BPE was allowed {n['bpe_asked']} pieces but learned {b['vocab_size']}: the corpus "
+                "ran out of pairs frequent enough to merge before the limit.")
     if w and b and w["unknowns"] > b["unknowns"]:
         out += " BPE cuts the words the word tokenizer does not know into pieces it does."
     return out
@@ -526,7 +531,9 @@ def nopeek(n: dict) -> str:
 
 def mask(n: dict) -> str:
     total = n["n"] * n["n"]
-    out = (f"{n['kind']}: **{n['allowed']}** of {total} query–key pairs allowed "
+    unused = (" (the window setting does not apply to this kind of mask)"
+              if n.get("window") is None and n.get("asked_window") is not None else "")
+    out = (f"{n['kind']}{unused}: **{n['allowed']}** of {total} query–key pairs allowed "
            f"({100 * n['allowed'] / total:.0f}%), at most {n['most']} keys per query.")
     out += (f" Run under this mask, the model puts weight {_g(n['blocked_weight'])} on every blocked pair."
             if n["blocked_weight"] == 0 else

@@ -249,7 +249,7 @@ def tokens_view(lm, v) -> View:
                     + viz.token_spans_html(*clip_spans(text, r["offsets"], r["tokens"], r["ids"]))
                     for r in rows)
     numbers = {"chars": len(text), "rows": {r["kind"]: {k: r[k] for k in ("count", "unknowns", "vocab_size")}
-                                            for r in rows}}
+                                            for r in rows}, "bpe_asked": int(v["bpe"])}
     return View(fig, numbers, "Hover a segment for its token id and characters.", spans,
                 {"text": text, "bpe": int(v["bpe"])})
 
@@ -788,7 +788,8 @@ def mask_view(lm, v) -> View:
     fig = cache.figure_for(("lesson-mask", n, causal, v["kind"], w), viz.mask_grid, mask, inp.tokens,
                            title=f"{v['kind']} mask on {n} tokens")
     numbers = {"kind": v["kind"], "n": n, "allowed": int(mask.sum()), "most": int(mask.sum(1).max()),
-               "window": choice.applied_window, "blocked_weight": float(blocked_mass(masked, mask)),
+               "window": choice.applied_window, "asked_window": w,
+               "blocked_weight": float(blocked_mass(masked, mask)),
                "causal": causal}
     return View(fig, numbers, "Blue: a query (row) may look at that key (column); grey: blocked.",
                 link={**link, "kind": v["kind"], "window": w})
