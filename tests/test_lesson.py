@@ -309,3 +309,33 @@ def test_the_tokens_and_mask_notices_say_what_the_settings_did() -> None:
          "blocked_weight": 0.0}
     assert "does not apply" in say.mask(m)
     assert "does not apply" not in say.mask({**m, "kind": "sliding window", "window": 3})
+
+
+def test_every_other_claim_has_both_branches() -> None:
+    """Issue 42's audit: recall, heads, sinusoidal, RoPE, no-peeking and cost each say their claim
+    when it holds and say plainly, with the number, when it does not."""
+    rec = {"rows": {"rnn": (1.0, 0.91, 64.0, 0.68), "lstm": (1.0, 1.0, 64.0, 1.0), "transformer": (1.0, 1.0, 64.0, 1.0)},
+           "trained": 32, "chance": 0.125}
+    cs = {c.name: c for c in say.claims(say.recall, rec)}
+    assert cs["rnn: recall falls with distance"].holds and "The RNN loses 23 points" in say.recall(rec)
+    assert not cs["lstm: recall falls with distance"].holds and "does **not** fall" in cs["lstm: recall falls with distance"].text
+    heads = {"layers": 1, "heads": 2, "query": ("it", 3), "targets": {(0, 0): ("law", 0.9), (0, 1): ("app", 0.8)}}
+    assert say.claims(say.heads, heads)[0].holds and "2 different tokens" in say.heads(heads)
+    same = {**heads, "targets": {(0, 0): ("law", 0.9), (0, 1): ("law", 0.8)}}
+    assert not say.claims("heads", same)[0].holds and "do **not** differ" in say.heads(same)
+    sin = {"n": 8, "d": 8, "fast": 6.28, "slow": 100.0, "neighbour": 0.9, "closest": 1.47}
+    assert say.claims(say.sinusoidal, sin)[0].holds and "1.47 apart" in say.sinusoidal(sin)
+    assert not say.claims("sinusoidal", {**sin, "closest": 0.0})[0].holds
+    rope = {"head": (0, 2), "q": ".", "k": "a", "spread": 5e-15, "by_distance": {0: 8.5, 1: 8.3},
+            "model": (23, 0, -0.047, -0.047)}
+    assert say.claims(say.rope, rope)[0].holds and "**5e-15**" in say.rope(rope)
+    assert "does **not**" in say.rope({**rope, "spread": 0.3})
+    peek = {"pos": 4, "old": "old", "new": "happy", "before": 0.0, "after": 1.49, "causal": True}
+    assert say.claims(say.nopeek, peek)[0].holds and "exactly **0**" in say.nopeek(peek)
+    assert "this model peeks ahead" in say.nopeek({**peek, "before": 0.2})
+    assert say.claims("nopeek", {**peek, "causal": False}) == []
+    cost = {"what": "time", "rows": {"full attention": (4096, 0.89, 8192, 3.62), "window, band only": (4096, 0.02, 8192, 0.0385)}}
+    assert all(c.holds for c in say.claims(say.cost, cost)) and "**not**" not in say.cost(cost)
+    flat = {**cost, "rows": {"full attention": (4096, 1.0, 8192, 2.1), "window, band only": (4096, 1.0, 8192, 3.9)}}
+    assert not any(c.holds for c in say.claims("cost", flat))
+    assert "**not** the quadratic 4× here" in say.cost(flat) and "**not** the linear 2× here" in say.cost(flat)

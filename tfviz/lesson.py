@@ -159,16 +159,40 @@ def bag(n: dict) -> str:
             "their bags differ too; rearrange the same words to see two sentences collide.")
 
 
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _model_name(m: str) -> str:
     return {"rnn": "the RNN", "lstm": "the LSTM", "gru": "the GRU", "transformer": "the transformer",
             "gru-attention": "the GRU with attention"}.get(m, m)
+
+
+FALLS = 0.05  # recall "falls with distance" when it loses more than 5 points from the nearest gap
+
+
+@_claims_of("recall")
+def recall_claims(n: dict) -> list[Claim]:
+    """The step's "the further back, the harder" per recurrent model: its recall at the farthest
+    gap more than ``FALLS`` below the nearest (``rows``: model -> (x0, y0, x1, y1))."""
+    out = []
+    for m, (x0, y0, x1, y1) in n["rows"].items():
+        if m == "transformer":
+            continue
+        out.append(check(f"{m}: recall falls with distance", y1 < y0 - FALLS,
+                         f"{_cap(_model_name(m))} loses {100 * (y0 - y1):.0f} points from gap {x0:g} to {x1:g}: "
+                         "the further back, the harder.",
+                         f"{_cap(_model_name(m))} does **not** fall with distance here ({100 * y0:.0f}% → "
+                         f"{100 * y1:.0f}%): it carries the symbol across every gap measured."))
+    return out
 
 
 def recall(n: dict) -> str:
     parts = [f"{_model_name(m)} {100 * y0:.0f}% at {x0:g} → **{100 * y1:.0f}%** at {x1:g}"
              for m, (x0, y0, x1, y1) in n["rows"].items()]
     return (f"Recall on fresh sequences, from the nearest to the farthest gap: {'; '.join(parts)} "
-            f"(chance {100 * n['chance']:.0f}%; trained up to a gap of {n['trained']}).")
+            f"(chance {100 * n['chance']:.0f}%; trained up to a gap of {n['trained']})."
+            + "".join(" " + c.text for c in recall_claims(n)))
 
 
 FADED = 0.1  # the key gets less than a tenth of the gradient one step back: it has faded
@@ -330,6 +354,17 @@ def heatmap(n: dict) -> str:
             f"on average a row's largest weight is {_w(n['sharp'])}.")
 
 
+@_claims_of("heads")
+def heads_claims(n: dict) -> list[Claim]:
+    """"Different heads look for different things", read at one query: more than one token is
+    some head's strongest target (``targets``: (layer, head) -> (token, weight))."""
+    distinct = sorted({tok for tok, _ in n["targets"].values()})
+    return [check("different heads look at different tokens", len(distinct) > 1,
+                  f"They pick {len(distinct)} different tokens: {', '.join(map(repr, distinct[:6]))}.",
+                  f"Every head looks hardest at the same token, '{distinct[0]}', from here: on this "
+                  "query the heads do **not** differ.")]
+
+
 def heads(n: dict) -> str:
     qt, q = n["query"]
     t = n["targets"]
@@ -337,7 +372,8 @@ def heads(n: dict) -> str:
     best = sorted(t.items(), key=lambda kv: -kv[1][1])[:3]
     sharpest = ", ".join(f"L{l}·H{h} → '{tok}' ({_w(w)})" for (l, h), (tok, w) in best)
     return (f"{n['layers']} layers × {n['heads']} heads. From '{qt}' (pos {q}) the {len(t)} heads look "
-            f"hardest at {len(distinct)} different tokens; the sharpest: {sharpest}.")
+            f"hardest at {len(distinct)} different tokens; the sharpest: {sharpest}. "
+            + heads_claims(n)[0].text)
 
 
 FOLLOWS = 2.0  # a head "follows" a noun when it puts at least this many times the other's weight there
@@ -494,11 +530,20 @@ def learned(n: dict) -> str:
             f"{n['max_len']} or later. " + learned_claims(n)[0].text)
 
 
+@_claims_of("sinusoidal")
+def sinusoidal_claims(n: dict) -> list[Claim]:
+    """"Every position gets a different row": the closest two rows are apart (``closest``, the
+    smallest distance between two rows, above float rounding)."""
+    return [check("no two positions share a vector", n["closest"] > 1e-6,
+                  f"The two closest rows are still {_g(n['closest'])} apart: no two positions share a vector.",
+                  f"Two rows are only {_g(n['closest'])} apart: at this size some positions **share** "
+                  "a vector (to float precision).")]
+
+
 def sinusoidal(n: dict) -> str:
     return (f"{n['n']} positions × {n['d']} dimensions. The fastest wave repeats every "
             f"{n['fast']:.1f} positions, the slowest every {n['slow']:,.0f}. Neighbours have cosine "
-            f"{_w(n['neighbour'])}; the two closest rows are still {_g(n['closest'])} apart: "
-            "no two positions share a vector.")
+            f"{_w(n['neighbour'])}. " + sinusoidal_claims(n)[0].text)
 
 
 def extrapolation(n: dict) -> str:
@@ -508,15 +553,41 @@ def extrapolation(n: dict) -> str:
     return f"Loss at {L} tokens (trained) → at {4 * L}: " + "; ".join(parts) + "."
 
 
+@_claims_of("rope")
+def rope_claims(n: dict) -> list[Claim]:
+    """"The score depends only on the distance": along every diagonal of the (m, n) grid the
+    score varies by at most 1e-4 of its largest size (``spread``, ``by_distance``)."""
+    scale = max([abs(x) for x in n["by_distance"].values()] + [1e-12])
+    return [check("the score depends on the distance alone", n["spread"] <= 1e-4 * max(scale, 1.0),
+                  f"Along every diagonal the score varies by at most **{n['spread']:.0e}**: it depends "
+                  "on the distance alone",
+                  f"Along a diagonal the score varies by **{_g(n['spread'])}**: here it does **not** "
+                  "depend on the distance alone")]
+
+
 def rope(n: dict) -> str:
     l, h = n["head"]
     m, k, model_score, own = n["model"]
     d = n["by_distance"]
     by = ", ".join(f"{x:.2f} at distance {k_}" for k_, x in d.items())
     return (f"Layer {l}, head {h}: the q of '{n['q']}' and the k of '{n['k']}' placed at every pair "
-            f"of positions. Along every diagonal the score varies by at most **{n['spread']:.0e}**: "
-            f"it depends on the distance alone ({by}). At their real positions ({m}, {k}) the rotated "
-            f"vectors give {own:.3f}; the model computed {model_score:.3f}.")
+            f"of positions. {rope_claims(n)[0].text} ({by}). At their real positions ({m}, {k}) the "
+            f"rotated vectors give {own:.3f}; the model computed {model_score:.3f}.")
+
+
+@_claims_of("nopeek")
+def nopeek_claims(n: dict) -> list[Claim]:
+    """A causal model: "changing a later token changes nothing before it" — the largest logit
+    change before the edited position (``before``) is 0 (within 1e-5: float rounding)."""
+    if not n["causal"]:
+        return []
+    p = n["pos"]
+    exact = "exactly **0**" if n["before"] == 0 else f"{_g(n['before'])} (float rounding)"
+    return [check("no peeking: nothing before the edit changes", n["before"] <= 1e-5,
+                  f"Replacing '{n['old']}' by '{n['new']}' at position {p}: the outputs before it change "
+                  f"by {exact}; from position {p} on by up to **{_g(n['after'])}**.",
+                  f"Replacing '{n['old']}' by '{n['new']}' at position {p} **does** change the outputs "
+                  f"before it, by up to {_g(n['before'])}: this model peeks ahead.")]
 
 
 def nopeek(n: dict) -> str:
@@ -524,9 +595,7 @@ def nopeek(n: dict) -> str:
     if not n["causal"]:
         return (f"Replacing '{n['old']}' by '{n['new']}' at position {p} moves every position's output "
                 f"(before it by up to {_g(n['before'])}): this model reads both ways.")
-    exact = "exactly **0**" if n["before"] == 0 else f"only {_g(n['before'])}"
-    return (f"Replacing '{n['old']}' by '{n['new']}' at position {p}: the outputs before it change by "
-            f"{exact}; from position {p} on by up to **{_g(n['after'])}**.")
+    return nopeek_claims(n)[0].text
 
 
 def mask(n: dict) -> str:
@@ -541,6 +610,27 @@ def mask(n: dict) -> str:
     return out
 
 
+GROWTH_CUT = 2 ** 1.5  # doubling n: nearer 4 (quadratic) or nearer 2 (linear), on a log scale
+
+
+@_claims_of("cost")
+def cost_claims(n: dict) -> list[Claim]:
+    """The title's "full attention costs n², a window n·w": doubling n multiplies full attention's
+    measurement by more than 2^1.5 (nearer 4) and the window's by less (nearer 2)."""
+    out = []
+    for label, (n0, y0, n1, y1) in n["rows"].items():
+        if not y0:
+            continue
+        r = y1 / y0
+        full = label.startswith("full")
+        out.append(check(f"{label}: grows as expected", (r > GROWTH_CUT) == full,
+                         f"{label} grows {r:.1f}× per doubling, "
+                         + ("nearer 4: quadratic." if full else "nearer 2: linear."),
+                         f"{label} grows {r:.1f}× per doubling, **not** "
+                         + ("the quadratic 4× here." if full else "the linear 2× here.")))
+    return out
+
+
 def cost(n: dict) -> str:
     unit = " s" if n["what"] == "time" else " MiB"
     scale = 1.0 if n["what"] == "time" else 1 / 2 ** 20
@@ -549,7 +639,8 @@ def cost(n: dict) -> str:
         parts.append(f"{label}: {_g(y1 * scale)}{unit} at n = {n1:,}, **{y1 / y0:.1f}×** its value at "
                      f"n = {n0:,}" if y0 else f"{label}: {_g(y1 * scale)}{unit} at n = {n1:,}")
     return (f"Doubling n ({n['what']}): " + "; ".join(parts) +
-            ". Quadratic cost multiplies by 4 when n doubles, linear cost by 2.")
+            ". Quadratic cost multiplies by 4 when n doubles, linear cost by 2."
+            + "".join(" " + c.text for c in cost_claims(n) if not c.holds))
 
 
 def sinks(n: dict) -> str:
