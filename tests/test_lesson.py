@@ -339,3 +339,13 @@ def test_every_other_claim_has_both_branches() -> None:
     flat = {**cost, "rows": {"full attention": (4096, 1.0, 8192, 2.1), "window, band only": (4096, 1.0, 8192, 3.9)}}
     assert not any(c.holds for c in say.claims("cost", flat))
     assert "**not** the quadratic 4× here" in say.cost(flat) and "**not** the linear 2× here" in say.cost(flat)
+
+
+def test_the_word2vec_group_claim() -> None:
+    w2v = {"words": 10, "dim": 8, "loss": (3.0, 1.0), "word": "dog", "near": [("cat", 0.9)],
+           "analogy": [("queen", 0.9)], "within": 0.82, "across": 0.28, "groups": 6}
+    (c,) = say.claims(say.word2vec, w2v)
+    assert c.holds and "**0.82**" in say.word2vec(w2v) and "**0.28**" in say.word2vec(w2v)
+    (c,) = say.claims("word2vec", {**w2v, "within": 0.2})
+    assert not c.holds and "did not learn the groups" in c.text
+    assert say.claims("word2vec", {**w2v, "within": None}) == []

@@ -138,6 +138,21 @@ def onehot(n: dict) -> str:
     return out
 
 
+@_claims_of("word2vec")
+def word2vec_claims(n: dict) -> list[Claim]:
+    """"Words used in the same places get similar vectors", on the built-in corpus's groups:
+    within-group mean cosine above across-group (``within``, ``across``, ``groups``)."""
+    if n.get("within") is None or n.get("across") is None:
+        return []
+    w, a = n["within"], n["across"]
+    return [check("words of a group end up close", w > a,
+                  f"Over the corpus's {n['groups']} groups, words of the same group average cosine "
+                  f"**{_w(w)}**, words of different groups **{_w(a)}**.",
+                  f"Over the corpus's {n['groups']} groups, words of the same group average cosine "
+                  f"**{_w(w)}**, **not** above words of different groups (**{_w(a)}**): this run did "
+                  "not learn the groups.")]
+
+
 def word2vec(n: dict) -> str:
     near = ", ".join(f"'{w}' ({_w(c)})" for w, c in n["near"])
     out = (f"word2vec learned {n['words']} words × {n['dim']} numbers (its guessing loss fell from "
@@ -146,7 +161,7 @@ def word2vec(n: dict) -> str:
         w, c = n["analogy"][0]
         verdict = "" if w == "queen" else " — not 'queen': the corpus is small, the analogy fails here"
         out += f" king − man + woman lands nearest '{w}' (cosine {_w(c)}){verdict}."
-    return out
+    return out + "".join(" " + c.text for c in word2vec_claims(n))
 
 
 def bag(n: dict) -> str:

@@ -282,10 +282,14 @@ def onehot_view(lm, v) -> View:
 
 
 def group_cosines(words: list[str], cos: np.ndarray) -> dict:
-    """The one-hot step's claim's numbers: each word's ``WORD_GROUPS`` group (None: none),
-    ``groups`` (group -> its words shown), the mean cosine of the pairs within a group and of the
-    pairs across two groups (words in no group left out; None where there is no such pair)."""
-    group = {w: g for g, ws in WORD_GROUPS.items() for w in ws.split()}
+    """The one-hot step's claim's numbers: ``group_means`` over ``WORD_GROUPS``."""
+    return group_means(words, cos, {w: g for g, ws in WORD_GROUPS.items() for w in ws.split()})
+
+
+def group_means(words: list[str], cos: np.ndarray, group: dict) -> dict:
+    """Each word's group (``group``: word -> group; a word in none is left out): ``groups`` (group
+    -> its words shown), the mean cosine of the pairs within a group and of the pairs across two
+    groups (None where there is no such pair), and how many pairs of each."""
     of = [group.get(w) for w in words]
     within, across = [], []
     for a in range(len(words)):
@@ -327,9 +331,13 @@ def word2vec_view(lm, v) -> View:
     near = neighbours(w2v.vectors, w2v.words, word, 3)
     best = analogy(w2v.vectors, w2v.words, "king", "man", "woman") if all(
         w in w2v.index for w in ("king", "man", "woman")) else []
+    from tfviz.viz.data import cosine_similarity
+
+    groups = group_means(words, cosine_similarity(w2v.vectors[shown]), GROUPS)
     numbers = {"words": len(w2v.words), "dim": int(w2v.config.dim), "loss": (float(w2v.losses[0]),
                float(w2v.losses[-1])), "word": word, "near": [(w, float(c)) for w, c in near],
-               "analogy": [(w, float(c)) for w, c in best[:1]]}
+               "analogy": [(w, float(c)) for w, c in best[:1]],
+               "within": groups["within"], "across": groups["across"], "groups": len(groups["groups"])}
     return View(fig, numbers, "Each point is a word; colours are the groups the built-in corpus "
                 "was written with (the model never saw them).")
 
