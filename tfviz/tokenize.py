@@ -123,7 +123,7 @@ STEPS_PER_CHAR ** (1 / k) characters (k = 1: 4,096; k = 2: 64)."""
 SHORT = 16              # a string parameter: a prefix, a suffix, a literal split, a replacement
 MAX_PARTS = 8           # components in one Sequence; items in a template
 MAX_SPECIAL_IDS = 4     # ids one post-processor special token stands for (BERT's, Llama's: 1)
-MAX_WORD_CHARS = 200    # WordPiece's max_input_chars_per_word (BERT: 100; its cost is cubic in it)
+MAX_WORD_CHARS = 100    # WordPiece's max_input_chars_per_word (BERT's; its cost is cubic in it: 200 held 20,000 characters 2 s)
 MAX_TOKEN_CHARS = 1024  # one vocabulary entry or added token
 MAX_SPECIAL_CHARS = 64  # a special token's name (unk_token, a template's token)
 MIN_DECODE_IDS = 4096   # ``Tokenizer.max_decode_ids`` is never below this

@@ -67,7 +67,7 @@ ATTACKS = {
                    r"tokens, not 6000"),
     "S5-3": (lambda spec: {**spec, S5_3[0]: S5_3[1]},
              r"pre-tokenizer regex '\(a\*\)\\\\g<1>.*is not one tfviz knows"),
-    "S5-4": (s5_4, r"model WordPiece's max_input_chars_per_word must be a whole number from 1 to 200, "
+    "S5-4": (s5_4, r"model WordPiece's max_input_chars_per_word must be a whole number from 1 to 100, "
                    r"not '1000000000'"),
 }
 
@@ -209,7 +209,7 @@ def test_a_backend_built_in_this_process_is_held_to_the_same_components():
     vocab = {"[UNK]": 0, "a": 1, "##a": 2}
     hf = HF(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=10**9))
     hf.pre_tokenizer = pre_tokenizers.Whitespace()
-    with pytest.raises(TokenizerError, match="max_input_chars_per_word must be a whole number from 1 to 200"):
+    with pytest.raises(TokenizerError, match="max_input_chars_per_word must be a whole number from 1 to 100"):
         Tokenizer(hf, "wordpiece", specials={"unk": "[UNK]"})
     hf = HF(models.WordPiece(vocab, unk_token="[UNK]"))
     hf.post_processor = processors.TemplateProcessing(single="[UNK] $A", special_tokens=[("[UNK]", 0)])
