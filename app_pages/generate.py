@@ -1,5 +1,7 @@
 """Generate: a prompt extended one token at a time with the KV cache; where each new token's query
 looked (recorded at every step), the sampling knobs (temperature, top-k), and the cache growing."""
+import hashlib
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -33,10 +35,13 @@ ss = st.session_state
 texts = ss.setdefault("_gen_texts", {})
 if path not in texts:
     texts[path] = dict(zip(("prompt", "src"), cache.prompt_texts(loaded)))
+# A widget's key reaches the browser (element id, CSS class): the model by a digest of its path,
+# never the path (an upload's names the session and the server's folders; issue 40, S5-8).
+mkey = hashlib.sha256(path.encode()).hexdigest()[:12]
 with st.container(border=True):
     src = st.text_area("Source text (encoder input)", texts[path]["src"] or "", height=80,
-                       key=f"gen_src:{path}", max_chars=max_chars(tok)) if cfg.arch == "encoder-decoder" else None
-    prompt = st.text_input("Prompt", texts[path]["prompt"], key=f"gen_prompt:{path}",
+                       key=f"gen_src:{mkey}", max_chars=max_chars(tok)) if cfg.arch == "encoder-decoder" else None
+    prompt = st.text_input("Prompt", texts[path]["prompt"], key=f"gen_prompt:{mkey}",
                            help="[BOS] is added first if missing", max_chars=max_chars(tok))
     c = st.columns(5)
     n = c[0].slider("New tokens", 1, 64, 16, key="gen_n")

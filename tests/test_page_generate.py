@@ -14,12 +14,19 @@ from tfviz.generation import default_inputs, encode_text, generate_with_attentio
 from tfviz.viz import generated_tokens_html, kv_cache_growth
 
 
+def model_key(at) -> str:
+    """The boxes' keys name the model by a digest of its path, never the path (issue 40, S5-8)."""
+    import hashlib
+
+    return hashlib.sha256(at.session_state["model_path"].encode()).hexdigest()[:12]
+
+
 def prompt_box(at):
-    return at.text_input(key=f"gen_prompt:{at.session_state['model_path']}")
+    return at.text_input(key=f"gen_prompt:{model_key(at)}")
 
 
 def src_box(at):
-    return at.text_area(key=f"gen_src:{at.session_state['model_path']}")
+    return at.text_area(key=f"gen_src:{model_key(at)}")
 
 
 def page_generation(at, ckpt, src: bool = False):

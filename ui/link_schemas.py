@@ -30,6 +30,15 @@ def _input(prefix: str, examples: bool = True) -> tuple[Setting, ...]:
     return out
 
 
+def _trainable_tasks() -> tuple[str, ...]:
+    """The tasks a Train link may name (those with a preset): any other value — a typo, "nan",
+    an empty one, a path — falls back to the form's task with a note (issue 40, S5-6)."""
+    from tfviz.tasks import TASKS
+    from tfviz.train.presets import QUICK
+
+    return tuple(t for t in TASKS if t in QUICK)
+
+
 def _train_preset() -> None:
     from .train_state import apply_preset
 
@@ -67,7 +76,7 @@ SCHEMAS.update({
                Setting("bpe", "tok_bpe_vocab", int, lo=263, hi=2000),
                Setting("token", "tok_nn_token", int, lo=0, hi=10_000_000),
                Setting("k", "tok_nn_k", int, lo=1, hi=10)),
-    "train": (Setting("task", "train_task", then=_train_preset),),
+    "train": (Setting("task", "train_task", choices=_trainable_tasks(), then=_train_preset),),
     "attention": (*_input("att"), Setting("site", "att_site"),
                   Setting("layer", "att_layer", int, lo=0, hi=1000), Setting("head", "att_head", int, lo=0, hi=1000),
                   Setting("tab", "att_tab", choices=ATTENTION_TABS), Setting("query", "att_query", int, lo=-1, hi=100_000),

@@ -7,10 +7,11 @@ picker lists, ``load_checkpoint`` checks them (never unpickles; rejects zips, tr
 headers, oversized or too deeply nested metadata, task specs beyond their bounds, shapes/dtypes
 off the config, NaN/inf, future versions), and only a valid file is renamed into place (a new
 name, never over another upload). Anything wrong: ``ValueError`` whose message names the user's
-file, never a server path; nothing is kept.
+file, never a server path; nothing is kept (a full disk too: said in words, the temp file removed).
 """
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from pathlib import Path
@@ -50,10 +51,13 @@ def save_upload(folder: Path, name: str, data: bytes) -> Path:
         held.__enter__()
     except ValueError as e:
         raise ValueError(f"{shown}: not kept: {e}") from None
-    private_dir(folder)
     try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-            f.write(data)
+        try:
+            private_dir(folder)
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+                f.write(data)
+        except OSError as e:  # a full disk, a quota, a folder that cannot be written: in words
+            raise ValueError(f"{shown}: not kept: {unwritable(e)}") from None
         try:
             load_checkpoint(tmp, max_bytes=limits.upload_bytes())
         except CheckpointError as e:  # say it about the user's file, not our temp path
@@ -65,8 +69,24 @@ def save_upload(folder: Path, name: str, data: bytes) -> Path:
         final = folder / f"{stem}{SUFFIX}"
         while final.exists():  # a second upload of the same name never replaces the first
             final, i = folder / f"{stem}-{i}{SUFFIX}", i + 1
-        os.replace(tmp, final)
+        try:
+            os.replace(tmp, final)
+        except OSError as e:
+            raise ValueError(f"{shown}: not kept: {unwritable(e)}") from None
     finally:
-        tmp.unlink(missing_ok=True)
-        held.__exit__(None, None, None)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        try:
+            held.__exit__(None, None, None)
+        except ValueError:  # the store cannot be written now (a full disk): the row goes with this
+            pass            # process (the ledger drops reservations of ended processes)
     return final
+
+
+def unwritable(e: OSError) -> str:
+    """Why a file could not be written, as a sentence (no server path)."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "the server's disk is full, so nothing was written (ask your teacher to free space)"
+    return f"the server could not write it ({os.strerror(e.errno) if e.errno else type(e).__name__})"
