@@ -1,10 +1,10 @@
-"""python -m tfviz.bench {model,attention,kvcache,presets,hf,runs} [options]"""
+"""python -m tfviz.bench {model,attention,kvcache,presets,hf,runs,graphs} [options]"""
 import importlib
 import sys
 
 COMMANDS = {"model": "tfviz.bench.model", "attention": "tfviz.bench.attention",
             "kvcache": "tfviz.bench.kvcache", "presets": "tfviz.bench.presets", "hf": "tfviz.bench.hf",
-            "runs": "tfviz.bench.runs"}
+            "runs": "tfviz.bench.runs", "graphs": "tfviz.bench.graphs", "gpt2text": "tfviz.bench.gpt2text"}
 
 
 def main(argv: list[str] | None = None) -> int:

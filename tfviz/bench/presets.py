@@ -25,7 +25,7 @@ import torch
 from ..device import cuda_available, device_name
 from ..tasks import make_task
 from ..train import new_model, train
-from ..train.presets import GPU, QUICK, build_configs, presets_for
+from ..train.presets import GPU, QUICK, RECURRENT, build_configs, presets_for
 
 LIMIT_S = 60.0
 WITHIN = 0.10
@@ -34,9 +34,9 @@ WITHIN = 0.10
 def train_preset(task_name: str, label: str, stop_after: float | None = None) -> dict:
     """Train one preset (stopped after ``stop_after`` seconds of training, if given); -> its
     figures (JSON-able)."""
-    pre = presets_for(task_name, cuda=True)[label]
+    pre = RECURRENT[task_name] if task_name in RECURRENT else presets_for(task_name, cuda=True)[label]
     task = make_task(pre.task, **pre.task_params)
-    mcfg, tcfg = build_configs(task, pre.model, pre.train.to_dict())
+    mcfg, tcfg = build_configs(task, pre.model, pre.train.to_dict(), kind=pre.kind)
     model = new_model(mcfg, tcfg.seed)
     deadline = None if stop_after is None else time.perf_counter() + stop_after
     result = train(model, task, tcfg, stop=None if deadline is None else (lambda: time.perf_counter() > deadline))
@@ -106,7 +106,9 @@ def report(results: list[dict], header: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tfviz.bench presets", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--names", nargs="+", default=list(QUICK), help="presets (task names)")
+    p.add_argument("--names", nargs="+", default=list(QUICK),
+                   help=f"presets: task names, or the recurrent presets' names ({', '.join(RECURRENT)}), "
+                        "trained as the Train page offers them, on the GPU when there is one")
     p.add_argument("--label", default=GPU, help=f"which preset of each task (default {GPU!r})")
     p.add_argument("--parallel", action="store_true", help="all at once, one process each")
     p.add_argument("--stop-after", type=float, help="stop each run after this many seconds")

@@ -10,6 +10,9 @@ Validation/test windows identical to an earlier split's window are dropped, so s
 With ``bos=True`` every window opens with [BOS], as Llama's training sequences do (the attention-
 sink model, issue 33): tokens = [BOS] ids[s : s+block-1], targets = ids[s : s+block].
 With ``text=""`` the text is ``n_sentences`` sentences of ``grammar.corpus``.
+``corpus="stdlib-docs"`` / ``"stdlib-code"``: real text built from this Python's standard library
+(``tasks.realtext``), already split by file (its own split, not the chunks' shuffle): the tokenizer
+is trained on the training split only; ``corpus_chars`` caps each split (a small slice for tests).
 
 ``tokenizer="given"``: the text is read with a model's own tokenizer, handed over at construction
 (``LMTask(tokenizer="given", text=..., given_tokenizer=ck.tokenizer)``) instead of one trained on
@@ -20,7 +23,7 @@ back (``vocab_size`` and ``lowercase`` are the tokenizer's own then, and must st
 from __future__ import annotations
 
 from ..tokenize import KINDS, train_tokenizer
-from . import grammar
+from . import grammar, realtext
 from .base import Example
 from .common import MAX_EXAMPLES, MAX_TOKENS, GeneratedTask, token_evaluate
 
@@ -33,10 +36,11 @@ class LMTask(GeneratedTask):
     metric = "share of next tokens predicted correctly"
     defaults = dict(text="", tokenizer="word", vocab_size=None, lowercase=False, block=32,
                     stride=None, chunk=512, val_frac=0.1, test_frac=0.1, n_sentences=20000,
-                    n_train=None, n_val=None, n_test=None, bos=False)
+                    n_train=None, n_val=None, n_test=None, bos=False, corpus="", corpus_chars=None)
     limits = dict(vocab_size=(2, 100_000), block=(1, 4096), stride=(1, 4096), chunk=(2, 10**6),
-                  val_frac=(0.0, 0.5), test_frac=(0.0, 0.5), n_sentences=(1, 100_000))
-    choices = dict(tokenizer=(*KINDS, GIVEN))
+                  val_frac=(0.0, 0.5), test_frac=(0.0, 0.5), n_sentences=(1, 100_000),
+                  corpus_chars=(1_000, 100_000_000))
+    choices = dict(tokenizer=(*KINDS, GIVEN), corpus=("", *realtext.CORPORA))
     takes_tokenizer = True  # make_task(..., given_tokenizer=) for tokenizer="given"
 
     def __init__(self, seed: int = 0, given_tokenizer=None, **params):
@@ -48,13 +52,21 @@ class LMTask(GeneratedTask):
 
     def check_params(self, p):
         self.check_tokens(p["block"] + 1)
+        if p["corpus"] and p["text"]:
+            raise ValueError("task 'lm': give a text or a corpus, not both")
         if p["tokenizer"] == GIVEN and (p["vocab_size"] is not None or p["lowercase"]):
             raise ValueError("task 'lm': with tokenizer='given' the vocabulary is the given "
                              "tokenizer's: leave vocab_size and lowercase unset")
 
     def corpus_text(self) -> str:
         p = self.params
+        if p["corpus"]:
+            return self.real_corpus().texts["train"]
         return p["text"] or " ".join(grammar.corpus(int(p["n_sentences"]), self.seed))
+
+    def real_corpus(self) -> realtext.Corpus:
+        chars = self.params["corpus_chars"]
+        return realtext.build(self.params["corpus"], max_chars=None if chars is None else int(chars))
 
     def _build(self):
         p = self.params
@@ -70,26 +82,40 @@ class LMTask(GeneratedTask):
         else:
             vocab = p["vocab_size"] if p["vocab_size"] is not None or kind != "bpe" else 512
             tok = train_tokenizer(kind, [text], vocab, bool(p["lowercase"]))
-        ids = tok.encode_ids(text)
-        if len(ids) < 3 * (block + 1):
-            raise ValueError(f"text too short: {len(ids)} tokens, need at least {3 * (block + 1)} "
-                             f"for three splits of one window of block={block}")
         bos = tok.bos_id if p["bos"] else None
         if p["bos"] and bos is None:
             raise ValueError("task 'lm': bos=True needs a tokenizer with a [BOS] token")
-        if len(ids) // stride > 10 * MAX_EXAMPLES:  # windows to look at, before any cap
-            raise ValueError(f"the text has {len(ids):,} tokens: {len(ids) // stride:,} windows with "
-                             f"stride={stride}; at most {10 * MAX_EXAMPLES:,}: use a larger stride")
-        size = max(block + 1, min(int(p["chunk"]), len(ids) // 10))
-        chunks = [ids[i:i + size] for i in range(0, len(ids), size)]
-        if len(chunks) > 1 and len(chunks[-1]) <= block:  # too short for a window: merge
-            chunks[-2:] = [chunks[-2] + chunks[-1]]
-        order = list(range(len(chunks)))
-        self.rng("chunks").shuffle(order)
-        n_val = max(1, round(p["val_frac"] * len(chunks)))
-        n_test = max(1, round(p["test_frac"] * len(chunks)))
-        assign = {"validation": order[:n_val], "test": order[n_val:n_val + n_test],
-                  "train": order[n_val + n_test:]}
+        if p["corpus"]:  # split by file already: each split's own text, cut into chunks
+            texts = self.real_corpus().texts
+            by_split = {split: tok.encode_ids(texts[split]) for split in ("train", "validation", "test")}
+            size = max(block + 1, int(p["chunk"]))
+            chunks, assign = [], {}
+            for split, split_ids in by_split.items():
+                if len(split_ids) // stride > 10 * MAX_EXAMPLES:
+                    raise ValueError(f"the corpus's {split} split has {len(split_ids):,} tokens: at most "
+                                     f"{10 * MAX_EXAMPLES * stride:,} with stride={stride}: use a larger "
+                                     "stride or corpus_chars")
+                first = len(chunks)
+                chunks += [split_ids[i:i + size] for i in range(0, len(split_ids), size)]
+                assign[split] = list(range(first, len(chunks)))
+        else:
+            ids = tok.encode_ids(text)
+            if len(ids) < 3 * (block + 1):
+                raise ValueError(f"text too short: {len(ids)} tokens, need at least {3 * (block + 1)} "
+                                 f"for three splits of one window of block={block}")
+            if len(ids) // stride > 10 * MAX_EXAMPLES:  # windows to look at, before any cap
+                raise ValueError(f"the text has {len(ids):,} tokens: {len(ids) // stride:,} windows with "
+                                 f"stride={stride}; at most {10 * MAX_EXAMPLES:,}: use a larger stride")
+            size = max(block + 1, min(int(p["chunk"]), len(ids) // 10))
+            chunks = [ids[i:i + size] for i in range(0, len(ids), size)]
+            if len(chunks) > 1 and len(chunks[-1]) <= block:  # too short for a window: merge
+                chunks[-2:] = [chunks[-2] + chunks[-1]]
+            order = list(range(len(chunks)))
+            self.rng("chunks").shuffle(order)
+            n_val = max(1, round(p["val_frac"] * len(chunks)))
+            n_test = max(1, round(p["test_frac"] * len(chunks)))
+            assign = {"validation": order[:n_val], "test": order[n_val:n_val + n_test],
+                      "train": order[n_val + n_test:]}
         splits, seen = {}, set()
         caps = {"train": p["n_train"], "validation": p["n_val"], "test": p["n_test"]}
         for split in ("train", "validation", "test"):
