@@ -125,6 +125,8 @@ MAX_PARTS = 8           # components in one Sequence; items in a template
 MAX_SPECIAL_IDS = 4     # ids one post-processor special token stands for (BERT's, Llama's: 1)
 MAX_WORD_CHARS = 100    # WordPiece's max_input_chars_per_word (BERT's; its cost is cubic in it: 200 held 20,000 characters 2 s)
 MAX_TOKEN_CHARS = 1024  # one vocabulary entry or added token
+MAX_PIECE_CHARS = 64    # one Unigram piece (sentencepiece trains at most 16; its lattice costs text x this:
+                        # pieces of 1,024 'a's held 20,000 typed 'a's 3.7 s, of 256: 0.5 s, loaded machine)
 MAX_SPECIAL_CHARS = 64  # a special token's name (unk_token, a template's token)
 MIN_DECODE_IDS = 4096   # ``Tokenizer.max_decode_ids`` is never below this
 BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
@@ -504,8 +506,9 @@ def _unigram_vocab(v) -> list:
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
                 and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
             raise _Refused(f"vocab holds {str(item)[:40]!r}, not a [piece, score]")
-        if len(item[0]) > MAX_TOKEN_CHARS:
-            _token_string(item[0], "a piece")
+        if len(item[0]) > MAX_PIECE_CHARS:
+            raise _Refused(f"vocab holds a piece of {len(item[0]):,} characters (tfviz reads Unigram "
+                           f"pieces of at most {MAX_PIECE_CHARS})")
     return v
 
 

@@ -235,3 +235,19 @@ def test_decode_reads_a_bounded_number_of_ids_per_call():
     assert tok.decode([tok.unk_id] * 3) == "[UNK] [UNK] [UNK]"
     with pytest.raises(TokenizerError, match=f"decodes at most {most:,} at once"):
         tok.decode([tok.unk_id] * (most + 1))
+
+
+def test_unigram_pieces_are_short():
+    """A Unigram lattice costs the text's length times its longest piece: pieces of at most
+    ``MAX_PIECE_CHARS`` (sentencepiece trains 16 at most)."""
+    def spec(longest: int) -> dict:
+        vocab = [["<unk>", 0.0]] + [["a" * k, -float(k)] for k in range(1, longest + 1)]
+        return {"added_tokens": [], "normalizer": None, "post_processor": None, "decoder": {"type": "Fuse"},
+                "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never",
+                                  "split": True}, "model": {"type": "Unigram", "unk_id": 0, "vocab": vocab}}
+
+    most = tokenize.MAX_PIECE_CHARS
+    tok = Tokenizer(tokenize.build(spec(most)), "sentencepiece", specials={"unk": "<unk>"})
+    assert tok.encode("a" * (2 * most)).ids == [most, most]
+    with pytest.raises(TokenizerError, match=f"model Unigram's vocab .*piece of {most + 1} characters"):
+        tokenize.build(spec(most + 1))
