@@ -8,8 +8,8 @@ from tfviz.analysis.order import bag_of_words, explain
 from tfviz.analysis.word2vec import GROUPS
 from tfviz.analysis.word2vec import MAX_CHARS as W2V_MAX_CHARS
 from tfviz.viz import across_layers_grid, bag_of_words_bars, cross_attention_alignment, order_bars, order_positions
-from tfviz.viz.longrange import (accuracy_vs_distance, accuracy_vs_length, gradient_vs_distance,
-                                 path_length_curves)
+from tfviz.viz.longrange import (accuracy_vs_distance, accuracy_vs_length, gradient_through_time,
+                                 gradient_vs_distance, path_length_curves)
 from tfviz.zoo import why_story as story
 from ui import cache, why
 from ui.figures import show
@@ -83,7 +83,11 @@ if not results:
     st.warning("The why experiments are not built here: run `python -m tfviz.zoo why`.")
 if (r := results.get("recall")) is not None:
     show(cache.figure_for(results_key, accuracy_vs_distance, r["accuracy"]), "why_recall_acc")  # full
-    show(cache.figure_for(results_key, gradient_vs_distance, r["gradient"]), "why_recall_grad")  # width
+    if "through_time" in r:  # the vanishing gradient before and after training (issue 42)
+        show(cache.figure_for((results_key, "through_time"), gradient_through_time, r["through_time"]),
+             "why_recall_grad")
+    else:
+        show(cache.figure_for(results_key, gradient_vs_distance, r["gradient"]), "why_recall_grad")  # width
     show(cache.figure_for(results_key, path_length_curves, r["paths"]), key="why_paths")
     st.markdown(why.results_text("recall"))
 

@@ -250,6 +250,16 @@ def gradient_claims(n: dict) -> list[Claim]:
     return out
 
 
+def gradient_numbers(summary) -> dict:
+    """``gradient``'s numbers from ``longrange.through_time_summary``'s rows (a DataFrame)."""
+    rows: dict = {}
+    for r in summary.itertuples():
+        rows.setdefault(str(r.stage), {})[str(r.model)] = {
+            "key": float(r.key_over_near), "per_step": float(10 ** r.decay_per_step),
+            "loss": float(r.loss), "near": float(r.near)}
+    return {"distance": int(summary["key_steps_back"].iloc[0]), "rows": rows}
+
+
 def stage_words(stage: str) -> str:
     return {"initialisation": "at initialisation", "trained": "after training"}.get(stage, stage)
 

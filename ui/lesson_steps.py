@@ -411,20 +411,10 @@ def gradient_view(lm, v) -> View:
                          "run `python -m tfviz.zoo why` (or `why.remeasure(['recall'])`)")
     df, key = _why_frame("recall", "through_time")
     fig = cache.figure_for((key, "through_time"), gradient_through_time, df)
-    return View(fig, gradient_numbers(through_time_summary(df)),
+    return View(fig, say.gradient_numbers(through_time_summary(df)),
                 "Dashed: the models before training (same seed); solid: trained. Each line is divided "
                 "by its own value one step back, so a line's drop is how much of the signal is lost "
                 "on the way back, whatever the loss's size.")
-
-
-def gradient_numbers(summary) -> dict:
-    """The vanishing-gradient notice's numbers from ``longrange.through_time_summary``."""
-    rows: dict = {}
-    for r in summary.itertuples():
-        rows.setdefault(str(r.stage), {})[str(r.model)] = {
-            "key": float(r.key_over_near), "per_step": float(10 ** r.decay_per_step),
-            "loss": float(r.loss), "near": float(r.near)}
-    return {"distance": int(summary["key_steps_back"].iloc[0]), "rows": rows}
 
 
 def bottleneck_view(lm, v) -> View:

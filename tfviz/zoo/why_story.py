@@ -130,9 +130,15 @@ def recall_text(frames: dict[str, pd.DataFrame]) -> str:
     n_max = int(paths["n"].max())
     pl = "; ".join(f"{m} {int(paths[(paths.model == m) & (paths.n == n_max)].path_length.iloc[0])}"
                    for m in dict.fromkeys(paths["model"]))
-    return (f"Accuracy from distance {near} to {far} (chance {chance:.3f}): {accs} — {strength}. "
-            f"Gradient reaching earlier tokens: {grads}. "
-            f"Longest path between two of {n_max} tokens: {pl} steps.")
+    out = (f"Accuracy from distance {near} to {far} (chance {chance:.3f}): {accs} — {strength}. "
+           f"Gradient reaching earlier tokens: {grads}. "
+           f"Longest path between two of {n_max} tokens: {pl} steps.")
+    if frames.get("through_time") is not None and len(frames["through_time"]):
+        from ..analysis.longrange import through_time_summary
+        from .. import lesson
+
+        out += " " + lesson.gradient(lesson.gradient_numbers(through_time_summary(frames["through_time"])))
+    return out
 
 
 def bottleneck_text(frames: dict[str, pd.DataFrame]) -> str:
