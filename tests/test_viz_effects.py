@@ -90,5 +90,7 @@ def test_pattern_and_effect_side_by_side():
     assert np.allclose(bars[0].y, w) and len(bars[0].x) == len(tokens)
     assert bars[0].marker.color[2] != bars[0].marker.color[0]  # the candidates coloured
     assert [t.name for t in bars[1:]] == ["P(law)", "P(rule)"]
+    # issue 42: the legend names the right panel's probabilities only, not the attention bars
+    assert bars[0].showlegend is False and "effect" in fig.layout.legend.title.text
     assert list(bars[1].x) == ["every head on", "L0H1 off"] and np.allclose(bars[1].y, [0.98, 0.2])
     assert "L0H1" in fig.layout.annotations[0].text and len(figure_data(fig)) == len(tokens) + 4

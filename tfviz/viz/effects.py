@@ -259,7 +259,7 @@ def pattern_and_effect(weights, tokens: Sequence[str], candidates: Sequence[str]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.1,
                         subplot_titles=(f"pattern: where {head} looks from '{show_token(tokens[query])}'",
                                         "effect: P(answer) with heads switched off"))
-    fig.add_trace(go.Bar(x=labels, y=w, name=f"{head}'s attention",
+    fig.add_trace(go.Bar(x=labels, y=w, name=f"{head}'s attention", showlegend=False,  # the left
                          marker_color=[colours.get(i, "#9ca3af") for i in range(len(w))],
                          hovertemplate="%{x}: weight %{y:.4f}<extra></extra>"), row=1, col=1)
     names = ["every head on" if n == "none" else f"{n} off" for n in heads_off]
@@ -271,6 +271,7 @@ def pattern_and_effect(weights, tokens: Sequence[str], candidates: Sequence[str]
     fig.update_xaxes(type="category", tickangle=-45, title=dict(text="key position"), row=1, col=1)
     fig.update_yaxes(range=[0, 1], title=dict(text="attention weight"), row=1, col=1)
     fig.update_yaxes(range=[0, 1], title=dict(text="probability"), row=1, col=2)
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.35))
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.35,  # the right panel's bars only
+                                                   title=dict(text="effect (right): ")))
     return apply_theme(fig, title=title or "Pattern and effect on one sentence", height=460,
                        width=max(760, 300 + 26 * len(tokens)))
