@@ -229,7 +229,7 @@ def gradient_claims(n: dict) -> list[Claim]:
     out = []
     for stage, rows in n["rows"].items():
         models = list(rows)
-        order = sorted(models, key=lambda m: rows[m]["key"])  # most faded first
+        by_fade = sorted(models, key=lambda m: rows[m]["key"])  # most faded first
         ranked = [m for m in models if m in _RANK]
         pairs = [(a, b) for a in ranked for b in ranked if _RANK[a] < _RANK[b]]
         attention_keeps = all(rows[m]["key"] >= FADED for m in ranked if _RANK[m] == 2)
@@ -244,7 +244,7 @@ def gradient_claims(n: dict) -> list[Claim]:
             f"{said} The textbook ordering holds {words}: the RNN's signal fades most"
             + (", the LSTM's less" if "lstm" in models else "") + ", attention's not at all.",
             f"{said} The textbook ordering does **not** hold {words}: from most to least "
-            f"faded it is {', '.join(_model_name(m) for m in order)}"
+            f"faded it is {', '.join(_model_name(m) for m in by_fade)}"
             + (f", and the transformer's key gets under {FADED:g}× of its neighbour's" if not attention_keeps else "")
             + (f"; faded below {FADED:g}×: {', '.join(_model_name(m) for m in faded)}" if faded else "") + "."))
     return out
