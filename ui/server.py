@@ -24,6 +24,8 @@ _MAX_AGE = 365 * 86400
 async def lifespan(app):
     """At the server's start: the run manager (in a thread: the server answers at once; the
     manager imports torch and starts its supervision and a warm worker)."""
+    import tfviz  # noqa: F401 - imported here, before the thread: two threads importing the package at once
+    # (this one and the first page's run) met it partially initialised (ImportError: cached_task)
     from .jobs import job_manager
 
     def start() -> None:
