@@ -40,6 +40,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import threading
@@ -339,11 +340,20 @@ def fair_order(queued: list[dict], running: Iterable[dict], last_start: dict) ->
 
 
 def _damaged(e: BaseException) -> bool:
-    """A database error that means the file is not (or no longer) an SQLite database."""
+    """A database error that means the file is not (or no longer) an SQLite database, or that
+    its ``-wal`` / ``-shm`` files no longer agree with it (deleted, truncated or replaced under
+    open connections: "disk I/O error", issue 40)."""
     code = getattr(e, "sqlite_errorname", "") or ""
     text = str(e).lower()
-    return (code in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "not a database" in text
-            or "malformed" in text)
+    return (code in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or code in SIDE_FAULTS
+            or "not a database" in text or "malformed" in text)
+
+
+SIDE_FAULTS = ("SQLITE_IOERR_SHORT_READ", "SQLITE_IOERR_SHMSIZE", "SQLITE_IOERR_SHMMAP", "SQLITE_IOERR_SHMOPEN",
+               "SQLITE_CORRUPT_VTAB")
+"""SQLite's errors when a store's -wal / -shm no longer agree with it (a -wal deleted under open
+connections: every new one reads "disk I/O error", SQLITE_IOERR_SHORT_READ); not a write's
+I/O error (a full disk is SQLITE_FULL, said as such)."""
 
 
 def _locked(e: BaseException) -> bool:
@@ -418,15 +428,41 @@ class SqliteRunStore:
         if db is not None and getattr(loc, "pid", None) == os.getpid():
             st = self._stat()
             if st is not None and st.st_size > 0 and (st.st_dev, st.st_ino) == loc.ident:
-                return db
-            try:
-                db.close()
-            except sqlite3.Error:
-                pass
+                moved = self._sides_moved(getattr(loc, "sides", {}))
+                if moved is None:
+                    return db
+                # its -wal / -shm deleted or replaced under this open connection: what it writes
+                # goes to a file nobody else reads, and new connections fail ("disk I/O error")
+                self._drop_connection()
+                self._recreate(st, f"damaged: its {moved} file was deleted or replaced while it was open")
+            else:
+                try:
+                    db.close()
+                except sqlite3.Error:
+                    pass
         loc.db = None  # (a forked child never touches its parent's connection)
         db, ident = self._open()
-        loc.db, loc.pid, loc.ident = db, os.getpid(), ident
+        loc.db, loc.pid, loc.ident, loc.sides = db, os.getpid(), ident, self._side_idents()
         return db
+
+    SIDES = ("-wal", "-shm")
+
+    def _side_idents(self) -> dict[str, tuple[int, int]]:
+        """(device, inode) of the store's ``-wal`` and ``-shm`` as this connection opened them
+        (while a connection is open SQLite keeps both: the same files until it closes)."""
+        out = {}
+        for suffix in self.SIDES:
+            try:
+                st = os.stat(self.path.with_name(self.path.name + suffix))
+            except OSError:
+                continue
+            out[suffix] = (st.st_dev, st.st_ino)
+        return out
+
+    def _sides_moved(self, sides: dict[str, tuple[int, int]]) -> str | None:
+        """The first of this connection's ``-wal`` / ``-shm`` that is gone or another file now."""
+        now = self._side_idents()
+        return next((self.path.name + s for s, ident in sides.items() if now.get(s) != ident), None)
 
     def _open(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
         for _ in range(4):
@@ -447,6 +483,7 @@ class SqliteRunStore:
                 if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA wal_autocheckpoint=100")  # the main file kept fresh: what a heal keeps
                 self._check_schema(db)
             except sqlite3.Error as e:
                 db.close()
@@ -525,6 +562,9 @@ class SqliteRunStore:
                         side.unlink(missing_ok=True)
             tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:8]}.new")
             try:
+                # the main file alone is sound (its -wal / -shm were the damage): its records, as
+                # of its last checkpoint, are kept, queued runs and leases included
+                copied = kept is not None and _copy_if_sound(kept, tmp)
                 db = sqlite3.connect(tmp, isolation_level=None)
                 try:
                     db.executescript(SCHEMA)
@@ -535,7 +575,7 @@ class SqliteRunStore:
                         db.execute(f"INSERT OR IGNORE INTO runs ({', '.join(cols)}) VALUES "
                                    f"({', '.join('?' * len(cols))})", [rec[c] for c in cols])
                     if records or why != "missing":
-                        note = {"at": _now(), "why": why, "runs": len(records),
+                        note = {"at": _now(), "why": why, "runs": len(records), "copied": copied,
                                 "kept": None if kept is None else kept.name}
                         db.execute("INSERT OR REPLACE INTO settings VALUES ('rebuilt', ?)", (json.dumps(note),))
                     db.execute("COMMIT")
@@ -642,6 +682,11 @@ class SqliteRunStore:
         note = json.loads(row[0])
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(note["at"]))
         kept = f"; the old file was kept as {note['kept']}" if note.get("kept") else ""
+        if note.get("copied"):
+            return [f"The run store was made anew at {when} (runs.sqlite was {note['why']}): its records "
+                    f"as of its last save were kept and {note['runs']} run(s) listed again from their "
+                    f"checkpoints{kept}. What runs recorded after that save (their latest steps) was "
+                    "lost; a run that was training resumes from its last checkpoint."]
         return [f"The run store was made anew at {when} (runs.sqlite was {note['why']}): "
                 f"{note['runs']} run(s) were listed again from their checkpoints{kept}. Runs "
                 "that had never saved a checkpoint were lost."]
@@ -1095,6 +1140,25 @@ def _record_from(path: Path, meta: dict, taken: set) -> dict[str, Any] | None:
             "started": mtime, "finished": mtime, "step": step, "total_steps": int(tc.get("steps") or step),
             "history": json.dumps(history), "checkpoint": str(path), "attempts": 0,
             "message": f"listed again from its checkpoint (step {step}) after the run store was made anew"}
+
+
+def _copy_if_sound(src: Path, dst: Path) -> bool:
+    """``src`` (a store's main file, set aside without its -wal / -shm) copied to ``dst`` when
+    SQLite reads it whole (``PRAGMA integrity_check``); False (``dst`` not left) otherwise."""
+    try:
+        shutil.copyfile(src, dst)
+        db = sqlite3.connect(f"file:{quote(str(dst))}?mode=rw", uri=True, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=DELETE")  # the copy stands alone until it replaces the store
+            sound = db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            sound = sound and db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'runs'").fetchone()[0] == 1
+        finally:
+            db.close()
+    except (OSError, sqlite3.Error):
+        sound = False
+    if not sound:
+        dst.unlink(missing_ok=True)
+    return sound
 
 
 def rebuild_records(folders: Iterable[Path]) -> list[dict[str, Any]]:
