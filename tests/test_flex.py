@@ -105,3 +105,10 @@ def test_compile_key_tells_apart_whatever_dynamo_guards_on():
     assert flex.mod_key(flex.window_mask_mod(8, True, pads)) == flex.mod_key(flex.window_mask_mod(8, True, pads.clone()))
     assert flex.mod_key(flex.window_mask_mod(8, True, pads)) != flex.mod_key(
         flex.window_mask_mod(8, True, torch.zeros(2, 12, dtype=torch.bool)))
+
+
+def test_head_sizes_under_the_kernels_smallest_take_the_chunked_band():
+    """FlexAttention's compiled kernel refuses d_head < 16 (torch 2.11, seen on an H200): such a
+    model's window runs the chunked band (``banded.banded_attention`` asks ``flex.fits``)."""
+    small, big = torch.zeros(1, 4, 10, 8), torch.zeros(1, 4, 10, flex.MIN_D_HEAD)
+    assert not flex.fits(small, small) and not flex.fits(big, small) and flex.fits(big, big)

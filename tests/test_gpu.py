@@ -98,16 +98,21 @@ def test_flex_runs_to_131072_in_linear_memory():
 
 @pytest.mark.parametrize("arch,pos", [("decoder", "rope"), ("decoder", "alibi"), ("encoder", "t5"),
                                       ("encoder", "learned")])
-def test_windowed_model_on_cuda_fast_path_equals_explicit_path(arch, pos):
+@pytest.mark.parametrize("d_head", [16, 8])
+def test_windowed_model_on_cuda_fast_path_equals_explicit_path(arch, pos, d_head):
+    """d_head 16: the fused FlexAttention kernel in every layer; d_head 8, under the kernel's
+    smallest head size (``flex.MIN_D_HEAD``; torch 2.11 refuses it at compile time): the chunked
+    band instead. Either way the same numbers as the explicit path, forward and backward."""
     torch.manual_seed(0)
-    cfg = _cfg(arch=arch, pos=pos, n_kv_heads=2, window=6, n_layers=2, pad_id=0)
+    cfg = _cfg(arch=arch, pos=pos, n_kv_heads=2, window=6, n_layers=2, pad_id=0, d_model=4 * d_head)
     model = tfviz.Transformer(cfg).to(CUDA)
     tokens = torch.randint(1, 50, (2, 200), device=CUDA)
     tokens[1, :3] = 0  # left padding: the fast path gets key_is_pad
     with mock.patch("tfviz.model.banded.flex.flex_window_attention",
                     wraps=flex.flex_window_attention) as spy:
         fast = model(tokens)
-    assert spy.call_count == cfg.n_layers  # the GPU kernel ran in every layer
+    # the GPU kernel ran in every layer, where the head size fits it
+    assert spy.call_count == (cfg.n_layers if d_head >= flex.MIN_D_HEAD else 0)
     params = list(model.parameters())
     grads_fast = torch.autograd.grad(fast.sum(), params, allow_unused=True)
     model.set_attention_impl("explicit")

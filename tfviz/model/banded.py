@@ -59,9 +59,11 @@ def banded_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: 
     ``score_mod``: the same bias as a FlexAttention score_mod (what the GPU kernel uses);
     ``key_is_pad``: [batch, k_pos], True = padding.
     On CUDA without dropout (and with no bias, or with ``score_mod``) FlexAttention computes it
-    (``tfviz.model.flex``); otherwise the chunked SDPA below.
+    (``tfviz.model.flex``) when the head size fits its kernel (``flex.fits``: d_head >= 16);
+    otherwise the chunked SDPA below.
     """
-    if q.is_cuda and dropout_p == 0.0 and (bias is None or score_mod is not None) and flex_available():
+    if (q.is_cuda and dropout_p == 0.0 and (bias is None or score_mod is not None) and flex_available()
+            and flex.fits(q, v)):
         return flex.flex_window_attention(q, k, v, window, causal, score_mod=score_mod, key_is_pad=key_is_pad)
     return chunked_attention(q, k, v, window, causal, bias=bias, key_is_pad=key_is_pad, dropout_p=dropout_p)
 

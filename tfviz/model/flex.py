@@ -52,6 +52,16 @@ def available() -> bool:
     return _IMPORTABLE and cuda_available()
 
 
+MIN_D_HEAD = 16  # the fused kernel's smallest head size (torch 2.11 on an H200: "NYI: embedding
+# dimension of the query, key, and value must be at least 16"): a teaching model's d_head = 8 runs
+# the chunked band instead (``banded.banded_attention``)
+
+
+def fits(q: torch.Tensor, v: torch.Tensor) -> bool:
+    """The fused kernel takes these shapes: head sizes of at least ``MIN_D_HEAD``."""
+    return q.shape[-1] >= MIN_D_HEAD and v.shape[-1] >= MIN_D_HEAD
+
+
 # ------------------------------------------------------------------------------ the mods
 def window_ok(q_idx, kv_idx, window: int, causal: bool):
     """True where query q_idx may see key kv_idx: 0 <= i - j <= w (causal) or |i - j| <= w."""
