@@ -22,6 +22,7 @@ reaches) implements the same four methods.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -151,6 +152,38 @@ class LocalProcessExecutor:
             if not started and self._crash_wait and time.monotonic() - self._next_spawn > EARLY_EXIT_S:
                 self._crash_wait = 0.0  # workers have lived a while again
         return started
+
+    def fence(self, after_s: float = 0.0) -> list[int]:
+        """Workers of this store (this server's or an earlier one's) that hold its write lock while
+        stopped (SIGSTOP, a debugger) — every Start waits on them — seen so for at least
+        ``after_s``. Each is ended (SIGKILL: a stopped process can be killed; its process group,
+        its own), so SQLite's lock is free; its run goes back to the queue as a dead worker's does
+        and resumes from its last checkpoint. -> the pids ended. The supervisor calls it every
+        tick with the store's ``busy_s``."""
+        from .store import is_worker_of, lock_holders, process_state
+
+        ended, now = [], time.monotonic()
+        stopped = {pid for pid in lock_holders(self.db)
+                   if process_state(pid) in ("T", "t") and is_worker_of(pid, self.db)}
+        seen = getattr(self, "_stopped_since", {})
+        self._stopped_since = {pid: seen.get(pid, now) for pid in stopped}
+        for pid in stopped:
+            if now - self._stopped_since[pid] < after_s:
+                continue
+            try:
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+            ended.append(pid)
+            self._note(f"worker {pid} was stopped (frozen) while it held the run store's lock: ended, "
+                       "its run resumes from its last checkpoint")
+        if ended:
+            with self._lock:
+                self._reap()
+        return ended
 
     def submit(self, run_id: str) -> None:
         self.ensure(self.workers)

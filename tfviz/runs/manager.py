@@ -223,6 +223,12 @@ class RunManager:
                 keep = getattr(self.executor, "keep", None)
                 if keep is None or not hasattr(self.store, "activity"):
                     continue
+                fence = getattr(self.executor, "fence", None)
+                if fence is not None:  # a worker stopped while it holds the lock is ended (issue 40)
+                    try:
+                        fence(getattr(self.store, "busy_s", 0.0))
+                    except Exception:  # noqa: BLE001 - supervision outlives any one fault
+                        pass
                 try:
                     keep(self.store.activity())
                 except StoreUnavailable:

@@ -255,6 +255,75 @@ def process_alive(pid: int, start: str | None = None) -> bool | None:
     return None if now is None else now == start
 
 
+def lock_holders(path: str | os.PathLike) -> list[int]:
+    """Processes (not this one) holding a write lock on the store's file or its ``-shm`` (where
+    WAL mode keeps its write lock), from ``/proc/locks``; [] where there is none (not Linux)."""
+    path, want = Path(path), set()
+    for p in (path, path.with_name(path.name + "-shm")):
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        want.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+    out = []
+    try:
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        parts = line.split()
+        if "->" in parts or len(parts) < 8 or parts[3] != "WRITE" or not parts[4].isdigit():
+            continue  # a waiter's line, or a read lock
+        try:
+            major, minor, inode = parts[5].split(":")
+            ident = (int(major, 16), int(minor, 16), int(inode))
+        except ValueError:
+            continue
+        pid = int(parts[4])
+        if ident in want and pid != os.getpid() and pid not in out:
+            out.append(pid)
+    return out
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` (R, S, D, T stopped, t traced, Z, ...), None: unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def is_worker_of(pid: int, db: str | os.PathLike) -> bool:
+    """Whether process ``pid`` is a tfviz worker of the store at ``db`` (its command line:
+    ``... tfviz worker --db DB ...``)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = [a.decode(errors="replace") for a in f.read().split(b"\0")]
+    except OSError:
+        return False
+    if "tfviz" not in args or "worker" not in args or "--db" not in args:
+        return False
+    i = args.index("--db")
+    try:
+        return i + 1 < len(args) and Path(args[i + 1]).resolve() == Path(db).resolve()
+    except OSError:
+        return False
+
+
+def holder_words(db: str | os.PathLike) -> str | None:
+    """Who holds the store's write lock, in words, when it is tfviz's own worker (None: another
+    program, or unknown)."""
+    for pid in lock_holders(db):
+        if is_worker_of(pid, db):
+            if process_state(pid) in ("T", "t"):
+                return (f"tfviz's own worker (process {pid}), which is stopped (frozen): the server ends "
+                        "it within a few seconds and its run resumes from its last checkpoint")
+            return f"tfviz's own worker (process {pid})"
+    return None
+
+
 def worker_id() -> str:
     """This process as a worker: "host:pid:tag@start" (the start time: a reused pid is not it)."""
     pid = os.getpid()
@@ -606,6 +675,8 @@ class SqliteRunStore:
         outlasted ``busy_s`` is remembered (``mark_stall``): no lease counts that time."""
         try:
             yield
+        except StoreUnavailable as e:
+            raise self._named(e) from None
         except sqlite3.Error as e:
             if _locked(e) and mark_stall:
                 self._stalled = _now()
@@ -613,7 +684,17 @@ class SqliteRunStore:
                 self._local.damaged = f"damaged: {e}"
             elif "no such table" in str(e) or "no such column" in str(e):
                 self._drop_connection()  # the next connection makes the schema again
-            raise store_message(e, self.busy_s) from e
+            raise self._named(store_message(e, self.busy_s)) from e
+
+    def _named(self, e: StoreUnavailable) -> StoreUnavailable:
+        """A "locked" sentence naming tfviz's own worker when it is the lock's holder (issue 40)."""
+        if e.kind != "locked" or "tfviz's own worker" in str(e):
+            return e
+        who = holder_words(self.path)
+        if who is None:
+            return e
+        return StoreUnavailable(f"the run store (runs.sqlite) is locked by {who}; it waited {self.busy_s:g} s "
+                                "for it. Try again in a minute", "locked")
 
     @contextmanager
     def _tx(self, wait: float | None = None) -> Iterator[sqlite3.Connection]:
