@@ -63,6 +63,32 @@ def main() -> None:
                     for text in (" " * 20_000, "\u00a0" * 19_999 + "a", "!" * 20_000, ("a" * 50 + " ") * 392)
                     for t0 in [time.perf_counter()])
         print(f"known regex of degree {degree} ({pattern[:30]}…), worst of 4 texts of 20,000: {worst:.3f} s")
+    import threading
+
+    hf = HF(models.WordPiece({"[UNK]": 0, "a": 1, "##a": 2}, unk_token="[UNK]",
+                             max_input_chars_per_word=MAX_WORD_CHARS))
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok, text = Tokenizer(hf, "wordpiece", specials={"unk": "[UNK]"}), ("a" * 100 + " ") * 198
+    for label, encode in (("the library's encode", lambda: hf.encode(text)), ("Tokenizer.encode", lambda: tok.encode(text))):
+        gaps, stop = [], threading.Event()
+
+        def other_session():  # another session's thread: the longest it waited for the GIL
+            last, worst = time.perf_counter(), 0.0
+            while not stop.is_set():
+                now = time.perf_counter()
+                worst, last = max(worst, now - last), now
+                time.sleep(0.001)
+            gaps.append(worst)
+
+        t = threading.Thread(target=other_session)
+        t.start()
+        time.sleep(0.05)
+        t0 = time.perf_counter()
+        encode()
+        took = time.perf_counter() - t0
+        stop.set()
+        t.join()
+        print(f"{label} of the worst WordPiece text: {took:.2f} s; another thread's longest wait {gaps[0]:.3f} s")
     hf = HF(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
     hf.normalizer, hf.pre_tokenizer = normalizers.NFKC(), pre_tokenizers.Whitespace()
     tok = Tokenizer(hf, "word", specials={"unk": "[UNK]"})
