@@ -58,7 +58,8 @@ def test_the_choice_notice_says_both_the_sentence_and_the_average() -> None:
 
 
 def test_every_part_is_a_lecture_stage_in_order() -> None:
-    assert list(say.PARTS)[0] == "tokens" and list(say.PARTS)[-1] == "cost" and len(say.PARTS) == 10
+    assert list(say.PARTS) == ["tokens", "vectors", "order", "rnn", "attention", "heads", "block", "decoder",
+                               "positions", "rope", "masks", "cost"]
 
 
 def test_the_class_record_moves_only_when_the_view_changes() -> None:
@@ -349,3 +350,73 @@ def test_the_word2vec_group_claim() -> None:
     (c,) = say.claims("word2vec", {**w2v, "within": 0.2})
     assert not c.holds and "did not learn the groups" in c.text
     assert say.claims("word2vec", {**w2v, "within": None}) == []
+
+
+# ------------------------------------------------------------------------------ issue 42, item 2
+BLOCK = {"query": (".", 23), "layers": 2, "norm": "pre", "next": "the", "sum_error": 3e-8,
+         "stages": [("embeddings", 0.31, 0.46), ("L0 + attention", 0.61, 0.64), ("L0 + MLP", 11.8, 0.81),
+                    ("L1 + attention", 12.9, 0.81), ("L1 + MLP", 16.9, 0.84)],
+         "ln": {"mean": 4e-8, "spread": (0.997, 1.0), "given": (0.039, 2.53)}}
+
+
+def test_the_block_claims_both_branches() -> None:
+    held = {c.name: c for c in say.claims(say.block, BLOCK)}
+    assert set(held) == {"each sublayer adds to the stream", "layer norm: mean 0, spread 1",
+                         "the layers build the prediction"}
+    assert all(c.holds for c in held.values())
+    text = say.block(BLOCK)
+    assert "**adds**" in text and "3e-08" in text and "0.0394" not in text and "0.039 to 2.53" in text
+    assert "**0.46**" in text and "**0.84**" in text and "L0 + attention (+0.18)" in text
+    post = {**BLOCK, "norm": "post", "sum_error": 42.1,
+            "ln": {"mean": 4e-8, "spread": (0.4, 1.0), "given": (1e-6, 6.3)},
+            "stages": [("embeddings", 0.8, 0.5), ("L0 + attention", 1.0, 0.3), ("L0 + MLP", 5.2, 0.22)]}
+    failed = {c.name: c for c in say.claims(say.block, post)}
+    assert not any(c.holds for c in failed.values())
+    text = say.block(post)
+    assert "**not** a plain sum" in text and "42.1×" in text and "post-norm" in text
+    assert "does **not** hand every one over" in text and "0.4 to 1" in text
+    assert "do **not** raise it" in text and "**0.50**" in text and "**0.22**" in text
+
+
+NEXT = {"query": (".", 23), "vocab": 64, "logits": (8.87, -6.5), "top": "the",
+        "runners": [("some", 0.084), ("a", 0.079)], "temperature": 1.0, "top_k": 0,
+        "p_top": (0.84, 0.84), "kept": 64, "choices": (1.76, 1.76)}
+
+
+def test_the_next_token_claims_both_branches() -> None:
+    assert say.claims(say.next_token, NEXT) == []  # temperature 1, no top-k: nothing to check
+    assert "'the' **0.84**" in say.next_token(NEXT) and "64 tokens can be drawn" in say.next_token(NEXT)
+    sharp = {**NEXT, "temperature": 0.5, "p_top": (0.84, 0.98), "top_k": 10, "kept": 10}
+    (t, k) = say.claims(say.next_token, sharp)
+    assert t.holds and k.holds and "**0.98** — sharper" in t.text and "(10 left with a chance)" in k.text
+    flat = {**NEXT, "temperature": 2.0, "p_top": (0.84, 0.56)}
+    (t,) = say.claims(say.next_token, flat)
+    assert t.holds and "flatter" in t.text
+    certain = {**NEXT, "temperature": 0.5, "p_top": (1.0, 1.0), "top_k": 3, "kept": 4}
+    (t, k) = say.claims(say.next_token, certain)
+    assert not t.holds and "**not** sharper" in t.text and "already certain" in t.text
+    assert not k.holds and "4 keep a chance" in k.text
+    greedy = {**NEXT, "temperature": 0.0, "p_top": (0.84, 1.0), "kept": 1}
+    (g,) = say.claims(say.next_token, greedy)
+    assert g.holds and "always chosen" in g.text and "1 token can be drawn" in say.next_token(greedy)
+    assert not say.claims(say.next_token, {**greedy, "p_top": (0.84, 0.5)})[0].holds
+
+
+def _pair(pos, writes, src, src_pos, argmax, weight):
+    return {"pos": pos, "writes": writes, "src": src, "src_pos": src_pos, "argmax": argmax,
+            "argmax_tok": {1: "boy", 4: "yellow", 5: "boy", 6: "."}[argmax], "weight": weight}
+
+
+def test_the_cross_attention_claims_both_branches() -> None:
+    n = {"text": "the boy follows the yellow boy .", "target": "le garçon suit le garçon jaune .",
+         "head": "layer 0 · head 1", "src_len": 7, "crossing": [1, 2],
+         "pairs": [_pair(1, "garçon", "boy", 1, 1, 0.98), _pair(4, "garçon", "boy", 5, 5, 0.96),
+                   _pair(5, "jaune", "yellow", 4, 4, 0.84)]}
+    a, b = say.claims(say.cross, n)
+    assert a.holds and b.holds and "every one of the 3" in a.text and "goes back to 'yellow' (pos 4)" in b.text
+    n["pairs"][2] = _pair(5, "jaune", "yellow", 4, 6, 0.07)
+    a, b = say.claims(say.cross, n)
+    assert not a.holds and "only **2 of 3**" in a.text and "looks most at '.', 0.07 on 'yellow'" in a.text
+    assert not b.holds and "does **not** follow it" in b.text
+    assert len(say.claims(say.cross, {**n, "crossing": None})) == 1
+    assert say.claims(say.cross, {**n, "pairs": []}) == []

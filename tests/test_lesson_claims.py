@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import tfviz
 from tfviz import lesson as say
 from tfviz.paths import SHIPPED
 from tfviz.train.checkpoint import load_checkpoint
@@ -183,3 +184,112 @@ def test_the_transformers_fall_past_training_recomputed() -> None:
 
     (_, longer) = say.claims(say.bottleneck, ls.bottleneck_view(None, {}).numbers)
     assert not longer.holds and "its cross-attention points at the source token" in longer.text
+
+
+# ------------------------------------------------------------------------------ issue 42, item 2
+def _block_by_hand(model, ids):
+    """A plain forward with module hooks: each block's input and output, its attention's and MLP's
+    outputs; the model's logits; the embeddings read out through the final norm and unembedding."""
+    seen = {}
+    handles = []
+    for l, blk in enumerate(model.stack.blocks):
+        handles.append(blk.register_forward_hook(lambda m, a, out, l=l: seen.update({("in", l): a[0], ("out", l): out})))
+        handles.append(blk.attn.register_forward_hook(lambda m, a, out, l=l: seen.update({("attn", l): out})))
+        handles.append(blk.mlp.register_forward_hook(lambda m, a, out, l=l: seen.update({("mlp", l): out})))
+    try:
+        with torch.no_grad():
+            logits = model(torch.tensor([ids]))[0].double()
+            embed_read = model.unembed(model.stack.ln_final(seen[("in", 0)]))[0].double()
+    finally:
+        for h in handles:
+            h.remove()
+    return seen, logits, embed_read
+
+
+@pytest.mark.parametrize(("name", "adds"), [("lm", True), ("norm-post", False)])
+def test_the_block_claims_recomputed(name, adds) -> None:
+    """The block step: the stream a plain sum (pre-norm lm) or not (post-norm), checked with module
+    hooks on a plain forward (block out - block in - attention out - MLP out); the read-out
+    probabilities at the embeddings and at the end from the model's own logits."""
+    from ui import lesson_steps as ls
+
+    lm = _model(name)
+    inp, _ = ls.lesson_input(lm)
+    pos = len(inp.ids) - 1
+    n = ls.block_view(lm, {"pos": pos}).numbers
+    model = load_checkpoint(SHIPPED / f"{name}.safetensors").model.eval()
+    seen, logits, embed_read = _block_by_hand(model, inp.ids)
+    gap = max(float((seen[("out", l)] - seen[("in", l)] - seen[("attn", l)] - seen[("mlp", l)]).abs().max()
+                    / seen[("out", l)].abs().max()) for l in range(model.config.n_layers))
+    assert (gap <= say.ADDS) is adds
+    cs = {c.name: c for c in say.claims(say.block, n)}
+    assert cs["each sublayer adds to the stream"].holds is adds
+    assert ("**not** a plain sum" in say.block(n)) is not adds
+    p_end = torch.softmax(logits[pos], -1)
+    top = int(p_end.argmax())
+    p0 = float(torch.softmax(embed_read[pos], -1)[top]) if model.config.norm == "pre" else None
+    assert n["next"] == lm.tokenizer.display(top)
+    assert n["stages"][-1][2] == pytest.approx(float(p_end[top]), abs=1e-4)
+    if p0 is not None:
+        assert n["stages"][0][2] == pytest.approx(p0, abs=1e-4)
+    assert cs["the layers build the prediction"].holds is (n["stages"][-1][2] > n["stages"][0][2])
+    assert cs["layer norm: mean 0, spread 1"].holds  # the fused norm, on every vector of this input
+
+
+@pytest.mark.parametrize(("temperature", "top_k"), [(0.5, 0), (2.0, 3), (0.0, 0), (1.0, 10)])
+def test_the_next_token_numbers_recomputed(temperature, top_k) -> None:
+    """The next-token step: its probabilities against torch's softmax of the model's own logits,
+    divided by the temperature, outside the top k set to -inf (as ``sample_next`` draws), and the
+    greedy choice against ``sample_next`` at temperature 0."""
+    from tfviz.model.decoding import sample_next
+    from ui import lesson_steps as ls
+
+    lm = _model("lm")
+    inp, _ = ls.lesson_input(lm)
+    n = ls.next_token_view(lm, {"temperature": temperature, "top_k": top_k}).numbers
+    model = load_checkpoint(SHIPPED / "lm.safetensors").model.eval()
+    with torch.no_grad():
+        z = model(torch.tensor([inp.ids]))[0, -1].double()
+    plain = torch.softmax(z, -1)
+    top = int(plain.argmax())
+    assert n["top"] == lm.tokenizer.display(top) and n["p_top"][0] == pytest.approx(float(plain[top]), abs=1e-5)
+    assert int(sample_next(z[None].float(), 0.0)) == top
+    if temperature == 0:
+        assert n["p_top"][1] == 1.0 and n["kept"] == 1
+    else:
+        warm = torch.softmax(z / temperature, -1)
+        assert n["p_top"][1] == pytest.approx(float(warm[top]), abs=1e-5)
+        cut = z.clone()
+        if top_k:
+            cut[cut < cut.topk(top_k).values[-1]] = float("-inf")
+        assert n["kept"] == int((torch.softmax(cut / temperature, -1) > 0).sum())
+    cs = say.claims(say.next_token, n)
+    assert all(c.holds for c in cs)  # the arithmetic of sampling, on this model's logits
+    if temperature not in (0.0, 1.0):
+        assert (n["p_top"][1] > n["p_top"][0]) is (temperature < 1)
+
+
+@pytest.mark.parametrize(("head", "holds"), [((0, 1), True), ((0, 2), False)])
+def test_the_cross_attention_claims_recomputed(head, holds) -> None:
+    """The cross-attention step on translate: each aligned target row's strongest source word from
+    a plain recording of the decoder's cross-attention (L0H1, the card's best head: every word and
+    the reordering followed; L0H2: not)."""
+    from tfviz.zoo.findings import alignment_targets
+    from ui import lesson_steps as ls
+
+    lm = _model("translate")
+    layer, h = head
+    n = ls.cross_view(lm, {"head": f"L{layer}·H{h}", "sentence": 0}).numbers
+    ck = load_checkpoint(SHIPPED / "translate.safetensors")
+    ex = ck.build_task().examples("test")[0]
+    name = f"decoder.blocks.{layer}.cross_attn.hook_pattern"
+    p = tfviz.record(ck.model, torch.tensor([ex.src]), torch.tensor([ex.tokens]), names=[name])[name][0, h].numpy()
+    expected = [(q, s) for q, s, _ in alignment_targets(ex)]
+    hits = [int(p[q].argmax()) == s for q, s in expected]
+    assert [(x["pos"], x["src_pos"]) for x in n["pairs"]] == expected
+    assert [x["argmax"] == x["src_pos"] for x in n["pairs"]] == hits
+    for x, (q, s) in zip(n["pairs"], expected):
+        assert x["weight"] == pytest.approx(float(p[q, s]), abs=1e-5)
+    cs = {c.name: c for c in say.claims(say.cross, n)}
+    assert cs["the decoder looks at the word it translates"].holds is holds is all(hits)
+    assert n["crossing"] is not None and cs["the look follows the reordering"].holds is holds

@@ -18,7 +18,7 @@ import tfviz
 from tfviz.lesson import PARTS
 from tfviz.paths import SHIPPED
 from tfviz.train.checkpoint import load_checkpoint
-from ui.lesson_steps import STEPS
+from ui.lesson_steps import BY_ID, STEPS
 
 APP = str(__import__("apptest_helpers").APP)
 
@@ -83,6 +83,23 @@ def test_every_step_renders_with_its_notice_and_link() -> None:
         assert links, step.id
         if step.model:  # the full page opens with the step's model
             assert "model=shipped" in links[0].proto.page or "shipped" in str(links[0].proto)
+
+
+@pytest.mark.parametrize(("step", "control", "value"), [("block", None, None),
+                                                       ("next-token", "temperature", 2.0),
+                                                       ("cross-attention", "head", "L0·H2")])
+def test_the_block_and_cross_attention_steps_render_and_follow_their_controls(step, control, value) -> None:
+    """Issue 42, item 2: the block, next-token and cross-attention steps render on their shipped
+    models with a figure, a notice and the full page's link; a control changes the notice."""
+    at = lesson(step=step)
+    assert not at.warning, [w.value for w in at.warning]
+    chart(at, f"lesson_{step}")
+    first = notice(at)
+    assert {"block": "**adds**", "next-token": "Greedy decoding writes", "cross-attention": "every one of"}[step] in first
+    assert [p for p in at.get("page_link") if BY_ID[step].page in p.proto.page]
+    if control:
+        at.selectbox(key=f"lesson_{step}_{control}").set_value(value).run()
+        assert notice(ok(at)) != first
 
 
 def recorded_pattern(name: str, layer: int, head: int) -> tuple[np.ndarray, list[str]]:

@@ -341,6 +341,13 @@ def test_generation_attention_is_lower_triangular():
     assert len(df) == sum(len(r[0]) for r in rows) and set(df.step) == set(range(len(rows)))
 
 
+def test_next_token_bars_show_both_settings():
+    fig = viz.next_token_bars(["the", "a", "dog"], [0.5, 0.3, 0.2], [0.8, 0.2, 0.0], chosen_name="temperature 0.5")
+    assert [t.name for t in fig.data] == ["softmax (temperature 1)", "temperature 0.5"]
+    np.testing.assert_allclose(fig.data[1].y, [0.8, 0.2, 0.0])
+    assert list(fig.data[0].x) == ["the", "a", "dog"] and fig.layout.barmode == "group"
+
+
 def test_training_curves_and_snapshot_player():
     hist = [dict(step=s, train_loss=1 / (s + 1), val_loss=None if s % 2 else 2.0) for s in range(6)]
     fig = viz.loss_curves(hist)

@@ -58,6 +58,8 @@ PARTS = {
     "rnn": "Reading in order: RNNs",
     "attention": "Attention: queries, keys, values",
     "heads": "Many heads, and the heads that resolve “it”",
+    "block": "The transformer block: residual stream, layer norm, MLP, the next token",
+    "decoder": "The decoder looks at the encoder: cross-attention",
     "positions": "Positions: learned and sinusoidal",
     "rope": "Rotary positions (RoPE)",
     "masks": "Masks",
@@ -700,3 +702,148 @@ def sinks(n: dict) -> str:
 def kv(n: dict) -> str:
     parts = [f"{m}: **{b:,}** bytes per token, loss {_w(loss)}" for m, b, loss in n["rows"]]
     return "KV cache and validation loss (measured at build time): " + "; ".join(parts) + "."
+
+
+# ------------------------------------------------------------------------------ the block (issue 42, item 2)
+ADDS = 1e-5      # a stream that differs from (before + the sublayer's output) by more than this share of its size is not a plain sum
+LN_MEAN = 1e-3   # layer norm's output: |mean| at most this ...
+LN_SPREAD = 0.05  # ... and a standard deviation within this of 1 (a vector with almost no spread keeps less: the norm's ε)
+
+
+@_claims_of("block")
+def block_claims(n: dict) -> list[Claim]:
+    """The block step (``ui.lesson_steps.block_view``): "each sublayer adds to the stream" (the
+    recorded stream after attention / the MLP minus (the stream before + that sublayer's output),
+    largest over every layer and position, relative to the stream's size: ``sum_error``), "layer
+    norm gives each vector mean 0 and spread 1" (``ln``: largest |mean|, smallest and largest
+    standard deviation of what every ln1 hands attention, and the spreads it was given) and "the
+    layers build the prediction" (``stages``: label, stream size, P(final next token) read out
+    there — the last stage above the embeddings)."""
+    e, ln, st = n["sum_error"], n["ln"], n["stages"]
+    post = " — this model normalises *after* adding (post-norm), so each sublayer rescales the stream" \
+        if n.get("norm") == "post" else ""
+    out = [check("each sublayer adds to the stream", e <= ADDS,
+                 f"Each sublayer **adds** its output to the stream: after every attention and every MLP the "
+                 f"stream equals the stream before plus that sublayer's output (largest difference "
+                 f"{e:.0e} of the stream's size).",
+                 f"Here the stream is **not** a plain sum: after a sublayer it differs from the stream "
+                 f"before plus the sublayer's output by up to {_g(e)}× the stream's own size{post}.")]
+    lo, hi = ln["spread"]
+    ok = ln["mean"] <= LN_MEAN and abs(lo - 1) <= LN_SPREAD and abs(hi - 1) <= LN_SPREAD
+    given = (("After attention's output is added (post-norm)" if n.get("norm") == "post" else
+              "Before attention reads it") + f", the vectors layer norm is given have spreads (standard "
+             f"deviations) from {_g(ln['given'][0])} to {_g(ln['given'][1])}")
+    out.append(check("layer norm: mean 0, spread 1", ok,
+                     f"{given}; layer norm hands every one over with mean 0 "
+                     f"(largest |mean| {ln['mean']:.0e}) and spread 1 ({_w(lo)} to {_w(hi)}).",
+                     f"{given}; layer norm does **not** hand every one over "
+                     f"with spread 1 here ({_g(lo)} to {_g(hi)}, largest |mean| {_g(ln['mean'])}): a "
+                     "vector with almost no spread is held back by the norm's ε."))
+    (first, _, p0), (last, _, p1) = st[0][:3], st[-1][:3]
+    nxt = n["next"]
+    steps = [(st[i][0], st[i][2] - st[i - 1][2]) for i in range(1, len(st))]
+    where, up = max(steps, key=lambda x: x[1]) if steps else (last, 0.0)
+    out.append(check("the layers build the prediction", p1 > p0,
+                     f"Read out after the embeddings alone, the stream gives '{nxt}' **{_w(p0)}**; after "
+                     f"the last block **{_w(p1)}**: the layers built the prediction, the largest step at "
+                     f"{where} ({_d(up)}).",
+                     f"Read out after the embeddings alone, the stream already gives '{nxt}' "
+                     f"**{_w(p0)}**, and the layers do **not** raise it (**{_w(p1)}** after the last block)."))
+    return out
+
+
+def block(n: dict) -> str:
+    tok, p = n["query"]
+    return (f"At '{tok}' (pos {p}) the stream grows from size {_g(n['stages'][0][1])} after the embeddings "
+            f"to {_g(n['stages'][-1][1])} after {n['layers']} blocks. "
+            + " ".join(c.text for c in block_claims(n)))
+
+
+TEMPERATURE_SAME = 1e-6  # P(top) closer than this at two temperatures: the same (it was already ~1)
+
+
+@_claims_of("next_token")
+def next_token_claims(n: dict) -> list[Claim]:
+    """Logits -> the next token: "temperature below 1 sharpens, above 1 flattens" (``p_top``: the
+    most likely token's probability at temperature 1 and at ``temperature`` with no top-k;
+    temperature 0 is greedy: that token's probability is 1) and "top-k leaves only k tokens"
+    (``kept``: tokens with a probability above 0 under the setting, ``top_k`` 0 = off)."""
+    t, k = n["temperature"], n["top_k"]
+    (p1, pt), top = n["p_top"], n["top"]
+    out = []
+    if t == 0:
+        out.append(check("temperature 0 is greedy", pt == 1.0,
+                         f"At temperature 0 the most likely token, '{top}', is always chosen (probability 1, "
+                         f"against {_w(p1)} at temperature 1).",
+                         f"At temperature 0 '{top}' should be chosen every time, but it gets {_g(pt)}."))
+    elif t != 1:
+        sharp = t < 1
+        moved = pt > p1 + TEMPERATURE_SAME if sharp else pt < p1 - TEMPERATURE_SAME
+        out.append(check("temperature sharpens below 1, flattens above", moved,
+                         f"Temperature {t:g} divides every logit by {t:g}: '{top}' goes from {_w(p1)} to "
+                         f"**{_w(pt)}** — " + ("sharper, the likely tokens more likely." if sharp else
+                                              "flatter, unlikely tokens get more of a chance."),
+                         f"Temperature {t:g} leaves '{top}' at {_g(pt)} (from {_g(p1)} at temperature 1): "
+                         "**not** " + ("sharper" if sharp else "flatter") + " here — the model was already "
+                         "certain of it."))
+    if k:
+        out.append(check("top-k leaves only k tokens", n["kept"] <= k,
+                         f"Top-k {k} sets every token outside the {k} most likely to 0 and shares their "
+                         f"probability among those {k} ({n['kept']} left with a chance).",
+                         f"Top-k {k} should leave {k} tokens, but {n['kept']} keep a chance (ties at the cut)."))
+    return out
+
+
+def next_token(n: dict) -> str:
+    tok, p = n["query"]
+    out = (f"After '{tok}' (pos {p}) the model's {n['vocab']} logits run from {_w(n['logits'][1])} to "
+           f"{_w(n['logits'][0])}; softmax turns them into probabilities that sum to 1: '{n['top']}' "
+           f"**{_w(n['p_top'][0])}**, then " + ", ".join(f"'{w}' {_w(x)}" for w, x in n["runners"])
+           + f". Greedy decoding writes '{n['top']}'.")
+    cs = next_token_claims(n)
+    return out + "".join(" " + c.text for c in cs) + (
+        f" Under this setting {n['kept']} token{'s' if n['kept'] != 1 else ''} can be drawn; the effective number of choices "
+        f"(e to the entropy) is {n['choices'][0]:.1f} at temperature 1 and {n['choices'][1]:.1f} here.")
+
+
+# ------------------------------------------------------------------------------ cross-attention
+@_claims_of("cross")
+def cross_claims(n: dict) -> list[Claim]:
+    """Cross-attention on a translation (``pairs``: per expected alignment, the position, the word
+    about to be written, its source word and position, where the row's largest weight is and how
+    much is on the source word): "the decoder looks at the word it translates" (every expected
+    pair's row peaks on its source word) and, where the sentence reorders words (``crossing``: two
+    pairs in opposite orders), "the look follows the reordering" (both of them peak there)."""
+    pairs = n["pairs"]
+    if not pairs:
+        return []
+    hit = [p for p in pairs if p["argmax"] == p["src_pos"]]
+    miss = [p for p in pairs if p["argmax"] != p["src_pos"]]
+    said = lambda ps: "; ".join(f"about to write '{p['writes']}' → '{p['src']}' {_w(p['weight'])}"  # noqa: E731
+                                for p in ps)
+    out = [check("the decoder looks at the word it translates", not miss,
+                 f"In {n['head']}, every one of the {len(pairs)} aligned words puts its largest weight on "
+                 f"the English word it translates ({said(hit)}).",
+                 f"In {n['head']}, only **{len(hit)} of {len(pairs)}** aligned words put their largest "
+                 f"weight on the English word they translate; missed: "
+                 + "; ".join(f"about to write '{p['writes']}' it looks most at '{p['argmax_tok']}', "
+                             f"{_w(p['weight'])} on '{p['src']}'" for p in miss)
+                 + ". For those words this head looks elsewhere: try another head.")]
+    c = n.get("crossing")
+    if c:
+        a, b = pairs[c[0]], pairs[c[1]]
+        both = a["argmax"] == a["src_pos"] and b["argmax"] == b["src_pos"]
+        out.append(check("the look follows the reordering", both,
+                         f"French swaps the order here, and so does the look: writing '{a['writes']}' it "
+                         f"reads '{a['src']}' (pos {a['src_pos']}), then writing '{b['writes']}' it goes "
+                         f"back to '{b['src']}' (pos {b['src_pos']}).",
+                         f"French swaps the order of '{a['src']}' and '{b['src']}' here, but this head's "
+                         f"look does **not** follow it (largest weights on '{a['argmax_tok']}' and "
+                         f"'{b['argmax_tok']}')."))
+    return out
+
+
+def cross(n: dict) -> str:
+    return (f"“{n['text']}” → “{n['target']}”. Each row is the decoder at one French position, its "
+            f"query scoring the encoder's {n['src_len']} English keys. "
+            + " ".join(c.text for c in cross_claims(n)))

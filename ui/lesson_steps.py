@@ -108,6 +108,10 @@ def _decoder(card: dict) -> bool:
     return _transformer(card) and _cfg(card).get("arch") == "decoder"
 
 
+def _encdec(card: dict) -> bool:
+    return _transformer(card) and _cfg(card).get("arch") == "encoder-decoder" and _task(card) == "translate"
+
+
 def _task(card: dict) -> str | None:
     return (card.get("task") or {}).get("name")
 
@@ -628,6 +632,175 @@ def it_choice_view(lm, v) -> View:
                 "switched off in turn.", link=_attention_link(lm, link, "Effects", layer, h))
 
 
+# ------------------------------------------------------------------------------ the block (issue 42)
+def _last(lm) -> int:
+    return len(lesson_input(lm)[0].ids) - 1
+
+
+def block_numbers(lm, inp, pos: int) -> dict:
+    """The block step's numbers from one recording of ``inp``: the residual stream at ``pos``
+    after the embeddings and after each attention and MLP (its size, and the probability the
+    model's own read-out — final norm, unembedding — gives there to the token the model finally
+    predicts), how far the stream is from a plain sum, and what ln1 hands attention."""
+    import torch
+
+    from tfviz.analysis.attribution import readout
+
+    L = lm.config.n_layers
+    names = [f"blocks.{l}.{k}" for l in range(L) for k in (
+        "hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out", "hook_mlp_out",
+        "ln1.hook_normalized", "ln1.hook_scale")]
+    r = cache.record(lm, inp.key, tuple(names))
+    b = lambda l, k: r[f"blocks.{l}.{k}"][0].astype(np.float64)  # noqa: E731
+    err = 0.0
+    for l in range(L):
+        for after, before, part in (("hook_resid_mid", "hook_resid_pre", "hook_attn_out"),
+                                    ("hook_resid_post", "hook_resid_mid", "hook_mlp_out")):
+            x = b(l, after)
+            err = max(err, float(np.abs(x - b(l, before) - b(l, part)).max() / max(np.abs(x).max(), 1e-12)))
+    stream = [("embeddings", b(0, "hook_resid_pre"))]
+    for l in range(L):
+        stream += [(f"L{l} + attention", b(l, "hook_resid_mid")), (f"L{l} + MLP", b(l, "hook_resid_post"))]
+    xs = torch.tensor(np.stack([x[pos] for _, x in stream]), dtype=torch.float32)
+    with lm.lock, torch.no_grad():
+        probs = torch.softmax(readout(lm.model, xs).float(), -1).numpy()  # [stage, vocab]
+    top = int(probs[-1].argmax())
+    normed = np.concatenate([b(l, "ln1.hook_normalized").reshape(-1, lm.config.d_model) for l in range(L)])
+    scale = np.concatenate([b(l, "ln1.hook_scale").ravel() for l in range(L)])
+    return {"query": (inp.tokens[pos], pos), "layers": L, "norm": lm.config.norm,
+            "next": lm.tokenizer.display(top), "sum_error": err,
+            "stages": [(label, float(np.linalg.norm(x[pos])), float(p[top])) for (label, x), p in zip(stream, probs)],
+            "ln": {"mean": float(np.abs(normed.mean(-1)).max()),
+                   "spread": (float(normed.std(-1).min()), float(normed.std(-1).max())),
+                   "given": (float(scale.min()), float(scale.max()))}}
+
+
+def block_view(lm, v) -> View:
+    from tfviz.viz import paired_bars
+
+    inp, link = lesson_input(lm)
+    pos = min(max(0, int(v["pos"])), len(inp.ids) - 1)
+    n = block_numbers(lm, inp, pos)
+    labels, sizes, probs = zip(*n["stages"])
+    fig = cache.figure_for(("lesson-block", *lm.key, inp.key, pos), paired_bars, labels, sizes, probs,
+                           left_name="size of the stream", right_name=f"P('{n['next']}')",
+                           title=f"The residual stream at '{inp.tokens[pos]}', block by block")
+    return View(fig, n, f"Bars: the size (length) of the stream's vector at pos {pos} after each part; "
+                f"markers: the probability of '{n['next']}', the model's final next token, if the stream "
+                "were read out there (the model's own final norm and unembedding: the logit lens).",
+                link=_attention_link(lm, link, "Effects", view="Logit lens"))
+
+
+TEMPERATURES = (0.0, 0.5, 1.0, 2.0)
+TOP_KS = (0, 3, 10)
+SHOWN = 8  # candidate tokens the next-token step draws
+
+
+def next_token_numbers(logits: np.ndarray, temperature: float, top_k: int) -> dict:
+    """Logits -> probabilities as ``tfviz.model.decoding.sample_next`` draws from them: softmax at
+    temperature 1 (``plain``), at ``temperature`` alone, and with ``top_k`` (0: off) too (greedy at
+    temperature 0: the argmax gets 1)."""
+    z = logits.astype(np.float64)
+
+    def soft(x):
+        e = np.exp(x - x.max())
+        return e / e.sum()
+
+    plain = soft(z)
+    if temperature == 0:
+        warm = chosen = np.eye(len(z))[int(z.argmax())]
+    else:
+        warm = soft(z / temperature)
+        cut = z.copy()
+        if top_k and top_k < len(z):
+            cut[z < np.sort(z)[-top_k]] = -np.inf
+        chosen = soft(cut / temperature)
+    return {"plain": plain, "warm": warm, "chosen": chosen}
+
+
+def next_token_view(lm, v) -> View:
+    from tfviz.viz import next_token_bars
+
+    inp, link = lesson_input(lm)
+    t, k = float(v["temperature"]), int(v["top_k"])
+    logits = cache.logits(lm, (inp.ids,))[0, -1, :lm.tokenizer.vocab_size]
+    d = next_token_numbers(logits, t, k)
+    order = np.argsort(-d["plain"])
+    shown = order[:SHOWN]
+    names = [lm.tokenizer.display(int(i)) for i in shown]
+    setting = "greedy (temperature 0)" if t == 0 else f"temperature {t:g}" + (f", top-k {k}" if k else "")
+    fig = cache.figure_for(("lesson-next", *lm.key, inp.key, t, k), next_token_bars, names, d["plain"][shown],
+                           d["chosen"][shown], chosen_name=setting,
+                           title=f"The next token after '{inp.tokens[-1]}'")
+    entropy = lambda p: float(np.exp(-(p[p > 0] * np.log(p[p > 0])).sum()))  # noqa: E731
+    top = int(order[0])
+    numbers = {"query": (inp.tokens[-1], len(inp.ids) - 1), "vocab": int(len(logits)),
+               "logits": (float(logits.max()), float(logits.min())), "top": names[0],
+               "runners": [(names[i], float(d["plain"][shown[i]])) for i in (1, 2)],
+               "temperature": t, "top_k": k, "p_top": (float(d["plain"][top]), float(d["warm"][top])),
+               "kept": int((d["chosen"] > 0).sum()), "choices": (entropy(d["plain"]), entropy(d["chosen"]))}
+    return View(fig, numbers, f"The {SHOWN} most likely tokens of {len(logits)}; the Generate page "
+                "draws from these probabilities token after token.",
+                link={"temperature": t, "top_k": k, "n": 16})
+
+
+def _temperature_label(t, lm) -> str:
+    return "0 (greedy)" if t == 0 else f"{t:g}"
+
+
+def _top_k_label(k, lm) -> str:
+    return "off" if k == 0 else str(k)
+
+
+# ------------------------------------------------------------------------------ cross-attention (issue 42)
+def _translate_head(lm) -> str:
+    """The card's best-aligned head (``zoo.findings``), else layer 0's first."""
+    from tfviz.paths import zoo_dir
+
+    best = ((cache.zoo_cards(zoo_dir()).get(lm.ref.label.split(" (")[0]) or {}).get("finding") or {}).get("best_head")
+    return f"L{best['layer']}·H{best['head']}" if best and best.get("head") is not None else "L0·H0"
+
+
+def _translate_sentences(lm) -> list[int]:
+    return list(range(min(6, len(cache.task_of(lm).examples("test")))))
+
+
+def _translate_label(i, lm) -> str:
+    return f"test sentence {i}: “{cache.task_of(lm).examples('test')[int(i)].text}”"
+
+
+def cross_numbers(d: dict, head: str) -> dict:
+    """The cross-attention step's numbers from ``zoo.findings.translate_example``'s dict: per
+    expected (target position, source position) pair, the word the decoder is about to write
+    there, its row's strongest source word and the weight on the right one; two pairs whose order
+    French swaps (``crossing``: their indices in ``pairs``)."""
+    p, src, tgt = np.asarray(d["pattern"]), d["src_tokens"], d["tgt_tokens"]
+    pairs = []
+    for q, s in d["alignment"]:
+        j = int(p[q].argmax())
+        pairs.append({"pos": int(q), "writes": tgt[q + 1] if q + 1 < len(tgt) else tgt[q], "src": src[s],
+                      "src_pos": int(s), "argmax": j, "argmax_tok": src[j], "weight": float(p[q, s])})
+    crossing = next(([a, b] for a in range(len(pairs)) for b in range(len(pairs))
+                     if pairs[a]["pos"] < pairs[b]["pos"] and pairs[a]["src_pos"] > pairs[b]["src_pos"]), None)
+    return {"text": d["text"], "target": d["target"], "head": head, "src_len": len(src),
+            "pairs": pairs, "crossing": crossing}
+
+
+def cross_view(lm, v) -> View:
+    from tfviz.viz import cross_attention_alignment
+
+    layer, head = parse_head(v["head"])
+    index = int(v["sentence"])
+    d = cache.translate_example(lm, index, layer, head)
+    fig = cache.figure_for(("lesson-cross", *lm.key, index, layer, head), cross_attention_alignment,
+                           d["pattern"], d["src_tokens"], d["tgt_tokens"], d["alignment"],
+                           title=f"Cross-attention, layer {layer} · head {head}")
+    return View(fig, cross_numbers(d, f"layer {layer} · head {head}"),
+                "Rows: the decoder at each French position (it writes the next word); columns: the "
+                "encoder's English words. Open squares: the English word each French word translates.",
+                link={"finding": "Cross-attention", "index": index, "layer": layer, "head": head})
+
+
 # ------------------------------------------------------------------------------ 14-17. positions
 UNMASKED = "no positions and no mask"
 
@@ -975,6 +1148,30 @@ STEPS: tuple[Step, ...] = (
          it_choice_view, say.it_choice, "attention", model="agreement", fits=_agreement,
          controls=(Control("sentence", "Sentence", "radio", (1, 2), 1, type=int,
                            fmt=lambda i, lm: {1: "… its application …", 2: "… their application …"}[i]),)),
+    Step("block", "block", "The block: a stream that each layer adds to",
+         "Attention is one half of a transformer block. Each token's vector runs down a residual "
+         "stream: layer norm rescales a copy, attention reads it and adds its output back, then a "
+         "small MLP does the same for each token on its own. At the end the stream is read out as "
+         "a score per word of the vocabulary.",
+         block_view, say.block, "attention", model="lm", fits=_decoder,
+         controls=(Control("pos", "Position", "select", _queries, _last, fmt=_query_label, type=int),)),
+    Step("next-token", "block", "From scores to the next word",
+         "The final scores (logits) become probabilities with a softmax. A model that writes picks "
+         "one token and appends it: always the most likely (greedy), or a draw in which temperature "
+         "sharpens or flattens the odds and top-k keeps only the k most likely.",
+         next_token_view, say.next_token, "generate", model="lm", fits=_decoder,
+         controls=(Control("temperature", "Temperature", "select", TEMPERATURES, 1.0, fmt=_temperature_label,
+                           type=float),
+                   Control("top_k", "Top-k", "select", TOP_KS, 0, fmt=_top_k_label, type=int))),
+    Step("cross-attention", "decoder", "The decoder looks at the encoder",
+         "In the original transformer an encoder reads the whole source sentence, and the decoder "
+         "writes the translation one token at a time. Between its own masked self-attention and "
+         "its MLP, each decoder layer has cross-attention: queries from the decoder, keys and "
+         "values from the encoder's output.",
+         cross_view, say.cross, "findings", model="translate", fits=_encdec,
+         controls=(Control("head", "Head", "select", heads_of, _translate_head),
+                   Control("sentence", "Sentence", "select", _translate_sentences, 0, fmt=_translate_label,
+                           type=int))),
     Step("order-lost", "positions", "Attention alone has no sense of order",
          "Attention compares tokens by content only, so without extra information it cannot tell "
          "'dog chases cat' from 'cat chases dog'. Two shipped decoders read both sentences, one "

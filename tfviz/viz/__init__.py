@@ -45,7 +45,7 @@ from .effects import (attribution_bars, circuit_heatmap, effect_heatmap, logit_l
 from .export import Slide, figure_html, figure_title, slides_html
 from .embeddings import analogy_bars, embedding_map, one_hot_vs_learned
 from .generation import (generated_tokens_html, generation_attention, generation_frame,
-                         kv_cache_growth)
+                         kv_cache_growth, next_token_bars)
 from .induction import repeat_by_position, repeat_floor_curves
 from .layers import across_layers_grid, inputs_bar
 from .lines import line_view
@@ -73,7 +73,7 @@ __all__ = [
     "extrapolation_curves", "figure_data", "generated_tokens_html", "generation_attention",
     "generation_frame", "grad_norm_heatmap", "head_heatmap", "head_role_grid", "head_score_bars",
     "heads_grid", "inputs_bar", "kv_cache_figure",
-    "kv_cache_growth", "layer_grad_norm_bars", "line_view", "logit_change_bars", "logit_lens_heatmap", "pattern_and_effect",
+    "kv_cache_growth", "next_token_bars", "layer_grad_norm_bars", "line_view", "logit_change_bars", "logit_lens_heatmap", "pattern_and_effect",
     "loss_curves",
     "mask_frame", "mask_grid",
     "masks_side_by_side", "memory_figure", "nearest_neighbours_frame", "one_hot_vs_learned",

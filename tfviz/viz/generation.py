@@ -140,3 +140,21 @@ def kv_cache_growth(positions: Sequence[int], nbytes: Sequence[int],
     fig.update_yaxes(title=dict(text="bytes"), rangemode="tozero")
     fig.update_layout(legend=dict(orientation="h", y=-0.3))
     return apply_theme(fig, title=title, height=320)
+
+
+def next_token_bars(tokens: Sequence[str], plain, chosen, *, chosen_name: str,
+                    title: str = "The next token's probabilities"):
+    """Logits -> the next token (a lesson step): one group of bars per candidate token (``tokens``,
+    most likely first), its probability under the plain softmax (temperature 1, ``plain``) beside
+    the probability the chosen sampling setting gives it (``chosen``; ``chosen_name`` says the
+    setting). Both from 0 to 1 on one axis, the exact values in the hover."""
+    labels = [show_token(t) for t in tokens]
+    fig = go.Figure()
+    for name, p, colour in (("softmax (temperature 1)", plain, HEAD_COLOURS[7]),
+                            (chosen_name, chosen, HEAD_COLOURS[0])):
+        fig.add_trace(go.Bar(x=labels, y=np.asarray(p, dtype=float), name=name, marker_color=colour,
+                             hovertemplate=f"'%{{x}}': {name} p=%{{y:.4f}}<extra></extra>"))
+    fig.update_xaxes(type="category", title=dict(text="candidate next token"))
+    fig.update_yaxes(title=dict(text="probability"), range=[0, 1.05])
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.3))
+    return apply_theme(fig, title=title, height=380, width=700)
