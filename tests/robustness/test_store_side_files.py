@@ -102,3 +102,50 @@ def test_a_damaged_side_file_heals_without_an_error_to_anyone(tmp_path, side, ho
         assert (f"its runs.sqlite{side} file was deleted or replaced while it was open" in notes
                 or "disk I/O error" in notes), notes  # found by an open connection, or a new one
         assert "its records as of its last save were kept" in notes, notes
+
+
+HOLDER = """
+import os, sys, time
+sys.path.insert(0, {repo!r})
+from tfviz.runs.store import SqliteRunStore
+s = SqliteRunStore({db!r}, rebuild_from=[])
+i = 0
+while not os.path.exists({stop!r}) and i < 4000:
+    try:
+        s.set_slots(1)
+        print('wrote', i, flush=True)
+    except Exception as e:
+        print('holder error', type(e).__name__, str(e)[:200], flush=True)
+    i += 1
+    time.sleep(0.05)
+"""
+
+
+def test_the_train_page_shows_no_exception_after_the_wal_is_deleted(classroom, tmp_path):
+    """S5-5 through the app: another process (a worker) keeps the store open and writing, its
+    -wal is deleted; the Train page, rerun and opened in a new session, renders without an
+    exception box (was: "disk I/O error" for every session)."""
+    from apptest_helpers import open_page, problems
+
+    from tfviz import paths
+
+    at = open_page("train")
+    db = paths.runs_db()
+    assert db.exists()
+    stop, log = tmp_path / "stop", tmp_path / "holder.log"
+    with open(log, "w") as out:
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(repo=str(REPO), db=str(db), stop=str(stop))],
+                                  stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(log, "wrote 3")
+        db.with_name(db.name + "-wal").unlink()
+        at.run()
+        assert not problems(at), problems(at)
+        again = open_page("train")
+        assert not problems(again), problems(again)
+        before = log.read_text().count("wrote")
+        wait_for(log, f"wrote {before + 2}")
+    finally:
+        stop.touch()
+        holder.wait(timeout=120)
+    assert "holder error" not in log.read_text(), log.read_text()[-2000:]
