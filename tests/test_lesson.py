@@ -59,7 +59,7 @@ def test_the_choice_notice_says_both_the_sentence_and_the_average() -> None:
 
 def test_every_part_is_a_lecture_stage_in_order() -> None:
     assert list(say.PARTS) == ["tokens", "vectors", "order", "rnn", "attention", "heads", "block", "decoder",
-                               "positions", "rope", "masks", "cost"]
+                               "positions", "rope", "masks", "bert", "cost"]
 
 
 def test_the_class_record_moves_only_when_the_view_changes() -> None:
@@ -420,3 +420,24 @@ def test_the_cross_attention_claims_both_branches() -> None:
     assert not b.holds and "does **not** follow it" in b.text
     assert len(say.claims(say.cross, {**n, "crossing": None})) == 1
     assert say.claims(say.cross, {**n, "pairs": []}) == []
+
+
+MLM = {"text": "the children near the horses wait .", "hidden": "near", "pos": 3, "words": 7,
+       "guesses": [("near", 0.30), ("beside", 0.26), ("with", 0.25), ("a", 0.01), ("the", 0.01)],
+       "p_hidden": 0.30, "rank": 1, "before": 0.76, "after": 0.98, "before_mean": 0.2, "after_mean": 0.53,
+       "causal": False}
+
+
+def test_the_masked_word_claims_both_branches() -> None:
+    a, b = say.claims(say.mlm, MLM)
+    assert a.holds and b.holds and "top guess is 'near' (**0.30**)" in a.text and "**0.76**" in b.text
+    text = say.mlm(MLM)
+    assert "within 0.05 of each other" in text
+    missed = {**MLM, "guesses": [("beside", 0.6), ("near", 0.2), ("with", 0.1)], "rank": 2, "p_hidden": 0.2,
+              "before": 0.0998, "causal": True}
+    a, b = say.claims(say.mlm, missed)
+    assert not a.holds and "**not** its first choice: number 2" in a.text and "fits the blank as well" in a.text
+    assert not b.holds and "0.100 of the [MASK]'s attention" in b.text and "a causal mask hides" in b.text
+    assert "many words fit" not in say.mlm(missed)
+    end = {**MLM, "pos": 1, "before": None, "before_mean": None}
+    assert len(say.claims(say.mlm, end)) == 1 and "hide a middle word" in say.mlm(end)

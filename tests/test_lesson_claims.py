@@ -293,3 +293,34 @@ def test_the_cross_attention_claims_recomputed(head, holds) -> None:
     cs = {c.name: c for c in say.claims(say.cross, n)}
     assert cs["the decoder looks at the word it translates"].holds is holds is all(hits)
     assert n["crossing"] is not None and cs["the look follows the reordering"].holds is holds
+
+
+@pytest.mark.parametrize(("sentence", "word", "recovers", "both"), [(0, 3, True, True), (1, 3, False, True),
+                                                                    (5, 2, False, False)])
+def test_the_masked_word_claims_recomputed(sentence, word, recovers, both) -> None:
+    """The BERT step on mlm: a test sentence with one word replaced by [MASK], run with a plain
+    forward (its guesses) and a plain recording (the [MASK]'s attention row in every head) —
+    'near' recovered and both sides read; 'sees' not its first guess; after 'some dogs' the one
+    word before the blank gets under 0.1 in every head."""
+    from ui import lesson_steps as ls
+
+    lm = _model("mlm")
+    n = ls.mlm_view(lm, {"sentence": sentence, "word": word}).numbers
+    ck = load_checkpoint(SHIPPED / "mlm.safetensors")
+    original = list(ck.build_task().examples("test")[sentence].meta["original"])
+    ids = list(original)
+    ids[word] = ck.tokenizer.mask_id
+    names = [f"blocks.{l}.attn.hook_pattern" for l in range(ck.model.config.n_layers)]
+    with torch.no_grad():
+        p = torch.softmax(ck.model.eval()(torch.tensor([ids]))[0, word].double(), -1)
+    rec = tfviz.record(ck.model, torch.tensor([ids]), names=names)
+    row = torch.stack([rec[name][0, :, word] for name in names]).double()  # [layer, head, k]
+    before = float(row[:, :, 1:word].sum(-1).max())
+    after = float(row[:, :, word + 1:len(ids) - 1].sum(-1).max())
+    assert n["hidden"] == ck.tokenizer.display(original[word])
+    assert n["p_hidden"] == pytest.approx(float(p[original[word]]), abs=1e-5)
+    assert (int(p.argmax()) == original[word]) is recovers
+    assert n["before"] == pytest.approx(before, abs=1e-5) and n["after"] == pytest.approx(after, abs=1e-5)
+    cs = {c.name: c for c in say.claims(say.mlm, n)}
+    assert cs["it recovers the hidden word"].holds is recovers
+    assert cs["it reads both sides"].holds is both is (min(before, after) >= say.BOTH_SIDES)

@@ -63,6 +63,7 @@ PARTS = {
     "positions": "Positions: learned and sinusoidal",
     "rope": "Rotary positions (RoPE)",
     "masks": "Masks",
+    "bert": "BERT: masked-language modelling",
     "cost": "What attention costs",
 }
 
@@ -847,3 +848,45 @@ def cross(n: dict) -> str:
     return (f"“{n['text']}” → “{n['target']}”. Each row is the decoder at one French position, its "
             f"query scoring the encoder's {n['src_len']} English keys. "
             + " ".join(c.text for c in cross_claims(n)))
+
+
+# ------------------------------------------------------------------------------ BERT
+NEAR_TIE = 0.05  # top three guesses closer than this: the model spreads its bet
+BOTH_SIDES = 0.1  # a head "reads" a side when it puts at least this much of the [MASK]'s weight there
+
+
+@_claims_of("mlm")
+def mlm_claims(n: dict) -> list[Claim]:
+    """The masked word: "it recovers the hidden word" (``rank`` 1 among the vocabulary) and "it
+    reads both sides" (``before`` / ``after``: the most any head puts on the words before / after
+    the [MASK]; at least ``BOTH_SIDES`` each; no claim when the hidden word is first or last)."""
+    (top, pt), h = n["guesses"][0], n["hidden"]
+    out = [check("it recovers the hidden word", n["rank"] == 1,
+                 f"Hiding '{h}' (word {n['pos']} of {n['words']}), the model's top guess is '{h}' "
+                 f"(**{_w(pt)}**).",
+                 f"Hiding '{h}' (word {n['pos']} of {n['words']}), the model's top guess is '{top}' "
+                 f"({_w(pt)}); '{h}' is **not** its first choice: number {n['rank']}, with "
+                 f"{_w(n['p_hidden'])}" + (" — another word fits the blank as well here." if n["rank"] <= 3 else "."))]
+    if n.get("before") is not None and n.get("after") is not None:
+        b, a = n["before"], n["after"]
+        out.append(check("it reads both sides", b >= BOTH_SIDES and a >= BOTH_SIDES,
+                         f"It reads both sides: some head puts **{_w(b)}** of the [MASK]'s attention on the "
+                         f"words before it, some head **{_w(a)}** on the words after it (averaged over "
+                         f"heads {_w(n['before_mean'])} and {_w(n['after_mean'])}).",
+                         f"It does **not** read both sides here: at most {b:.3f} of the [MASK]'s attention "
+                         f"goes to the words before it and {a:.3f} to the words after it in any head (a side "
+                         f"counts as read from {BOTH_SIDES:g})"
+                         + (" — a causal mask hides what follows." if n.get("causal") else ".")))
+    return out
+
+
+def mlm(n: dict) -> str:
+    guesses = ", ".join(f"'{w}' {_w(p)}" for w, p in n["guesses"][:3])
+    out = f"“{n['text']}” → its guesses at the blank: {guesses}. " + " ".join(c.text for c in mlm_claims(n))
+    g = n["guesses"]
+    if len(g) >= 3 and g[0][1] - g[2][1] < NEAR_TIE:
+        out += (f" Its top three guesses are within {g[0][1] - g[2][1]:.2f} of each other: many words fit "
+                "this blank, and the model spreads its bet over them.")
+    if n.get("before") is None or n.get("after") is None:
+        out += " The hidden word is at an end of the sentence: hide a middle word to see both sides."
+    return out

@@ -112,6 +112,10 @@ def _encdec(card: dict) -> bool:
     return _transformer(card) and _cfg(card).get("arch") == "encoder-decoder" and _task(card) == "translate"
 
 
+def _mlm(card: dict) -> bool:
+    return _transformer(card) and _cfg(card).get("arch") == "encoder" and _task(card) == "mlm"
+
+
 def _task(card: dict) -> str | None:
     return (card.get("task") or {}).get("name")
 
@@ -972,6 +976,81 @@ def mask_kinds(lm) -> list[str]:
     return [k for k in KINDS if k != "padding"]
 
 
+# ------------------------------------------------------------------------------ BERT (issue 42)
+MLM_SENTENCES = 6  # test sentences the masked-word step offers
+
+
+def _mlm_sentences(lm) -> list[int]:
+    return list(range(min(MLM_SENTENCES, len(cache.task_of(lm).examples("test")))))
+
+
+def _mlm_label(i, lm) -> str:
+    return f"“{cache.task_of(lm).examples('test')[int(i)].text}”"
+
+
+def _mlm_longest(lm) -> int:
+    test = cache.task_of(lm).examples("test")
+    return max(len(test[i].meta["original"]) - 2 for i in _mlm_sentences(lm))
+
+
+def mlm_numbers(lm, index: int, word: int) -> tuple[dict, dict]:
+    """Test sentence ``index`` of a masked-language model's task, its ``word``-th word (1 = the
+    first, clamped to the sentence) replaced by [MASK]: the model's guesses there (top 5, the
+    hidden word's probability and rank) and where the [MASK] looks in every head (weight on the
+    words before and after it); and the figure's data."""
+    tok = lm.tokenizer
+    ex = cache.task_of(lm).examples("test")[index]
+    original = list(ex.meta["original"])  # [CLS] w1 .. wn [SEP]
+    n = len(original) - 2
+    m = min(max(1, int(word)), n)
+    ids = list(original)
+    ids[m] = tok.mask_id
+    p = cache.logits(lm, (ids,))[0, m, :tok.vocab_size].astype(np.float64)
+    p = np.exp(p - p.max())
+    p /= p.sum()
+    order = np.argsort(-p)
+    stack = np.stack([a[0] for _, a in sorted(
+        (int(k.split(".")[1]), a) for k, a in cache.record(lm, (ids,)).items() if k.endswith("attn.hook_pattern"))])
+    row = stack[:, :, m, :]  # [layer, head, k_pos]
+    before, after = list(range(1, m)), list(range(m + 1, n + 1))
+    tokens = tok.tokens_of(ids)
+    numbers = {"text": ex.text, "hidden": tok.display(original[m]), "pos": m, "words": n,
+               "guesses": [(tok.display(int(i)), float(p[i])) for i in order[:5]],
+               "p_hidden": float(p[original[m]]), "rank": int((p > p[original[m]]).sum()) + 1,
+               "before": float(row[:, :, before].sum(-1).max()) if before else None,
+               "after": float(row[:, :, after].sum(-1).max()) if after else None,
+               "before_mean": float(row[:, :, before].sum(-1).mean()) if before else None,
+               "after_mean": float(row[:, :, after].sum(-1).mean()) if after else None,
+               "causal": bool(lm.config.causal)}
+    candidates = {k: v for k, v in (("words before", before), ("words after", after)) if v}
+    return numbers, {"weights": row, "tokens": tokens, "candidates": candidates, "m": m}
+
+
+def mlm_view(lm, v) -> View:
+    from tfviz import viz
+
+    index = int(v["sentence"])
+    n, d = mlm_numbers(lm, index, int(v["word"]))
+    fig = cache.figure_for(("lesson-mlm", *lm.key, index, d["m"]), viz.pronoun_probe, d["weights"], d["tokens"],
+                           d["candidates"], pronoun_index=d["m"],
+                           title=f"Where does [MASK] (pos {d['m']}) look, in every head?")
+    guesses = ", ".join(f"<b>{html_escape(w)}</b> {x:.2f}" if w == n["hidden"] else f"{html_escape(w)} {x:.2f}"
+                        for w, x in n["guesses"])
+    return View(fig, n, "Left: the [MASK]'s attention row in every layer and head; right: how much of it "
+                "goes to the words before and after the hidden word.",
+                html=f"<p style='margin:0.2em 0'>Hidden: <b>{html_escape(n['hidden'])}</b> · the model's "
+                     f"guesses: {guesses}</p>",
+                link={"input": "text", "tab": "All heads", "query": d["m"],
+                      "text": " ".join("[MASK]" if i == d["m"] else w for i, w in enumerate(d["tokens"])
+                                       if 0 < i < len(d["tokens"]) - 1)})
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(str(text))
+
+
 # ------------------------------------------------------------------------------ 21-23. cost
 def cost_view(lm, v) -> View:
     from tfviz.bench.attention import LABELS
@@ -1215,6 +1294,15 @@ STEPS: tuple[Step, ...] = (
          controls=(Control("kind", "Mask", "select", mask_kinds, "sliding window"),
                    Control("window", "Window w", "slider", default=3, lo=1,
                            hi=lambda lm: len(lesson_input(lm)[0].ids)))),
+    Step("mlm", "bert", "BERT: fill in the hidden word",
+         "BERT is an encoder trained to fill in blanks: about 15% of the words are hidden behind "
+         "[MASK] and it must guess them from the words on both sides. It was also trained to guess "
+         "whether sentence B really follows sentence A (next-sentence prediction); later models "
+         "such as RoBERTa dropped that second task, finding it did not help. This small encoder was "
+         "trained the BERT way on the grammar corpus.",
+         mlm_view, say.mlm, "attention", model="mlm", fits=_mlm,
+         controls=(Control("sentence", "Sentence", "select", _mlm_sentences, 0, fmt=_mlm_label, type=int),
+                   Control("word", "Word to hide", "slider", default=3, lo=1, hi=_mlm_longest))),
     Step("cost", "cost", "Full attention costs n²; a window costs n·w",
          "Every query scores every key, so doubling the length quadruples the work and the memory "
          "of full attention. A sliding window of w keys grows only linearly. These are real "
