@@ -59,7 +59,7 @@ def test_the_choice_notice_says_both_the_sentence_and_the_average() -> None:
 
 def test_every_part_is_a_lecture_stage_in_order() -> None:
     assert list(say.PARTS) == ["tokens", "vectors", "order", "rnn", "attention", "heads", "block", "decoder",
-                               "positions", "rope", "masks", "bert", "cost"]
+                               "positions", "rope", "masks", "taxonomy", "bert", "cost"]
 
 
 def test_the_class_record_moves_only_when_the_view_changes() -> None:
@@ -441,3 +441,20 @@ def test_the_masked_word_claims_both_branches() -> None:
     assert "many words fit" not in say.mlm(missed)
     end = {**MLM, "pos": 1, "before": None, "before_mean": None}
     assert len(say.claims(say.mlm, end)) == 1 and "hide a middle word" in say.mlm(end)
+
+
+def test_the_taxonomy_claims_both_branches() -> None:
+    full = {"family": "encoder-only", "expected": "full", "allowed": 49, "pairs": 49, "ahead": 21, "behind": 28,
+            "ahead_pairs": 21, "behind_pairs": 28}
+    causal = {**full, "family": "decoder-only", "expected": "causal", "allowed": 28, "ahead": 0}
+    cross = {**full, "family": "encoder–decoder"}
+    n = {"n": 7, "rows": {"mlm · encoder": full, "lm · decoder": causal, "translate · cross": cross}}
+    cs = say.claims(say.families, n)
+    assert [c.name for c in cs] == ["mlm · encoder: full", "lm · decoder: causal", "translate · cross: full"]
+    assert all(c.holds for c in cs) and "what separates the families" in say.families(n)
+    assert "every decoder position sees every source word" in cs[2].text and "0 of 21 ahead" in cs[1].text
+    bad = {"n": 7, "rows": {"mlm · encoder": {**full, "allowed": 28, "ahead": 0},
+                            "lm · decoder": {**causal, "ahead": 3, "allowed": 31}}}
+    cs = say.claims(say.families, bad)
+    assert not any(c.holds for c in cs) and "28 of 49 have" in cs[0].text and "3 of 21" in cs[1].text
+    assert "what separates" not in say.families(bad)

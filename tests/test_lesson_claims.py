@@ -324,3 +324,39 @@ def test_the_masked_word_claims_recomputed(sentence, word, recovers, both) -> No
     cs = {c.name: c for c in say.claims(say.mlm, n)}
     assert cs["it recovers the hidden word"].holds is recovers
     assert cs["it reads both sides"].holds is both is (min(before, after) >= say.BOTH_SIDES)
+
+
+def test_the_taxonomy_masks_recomputed() -> None:
+    """The taxonomy step: which query-key pairs get a weight above 0 in any head, from plain
+    recordings of mlm (every pair), lm (none ahead, all behind) and translate (encoder and cross:
+    every pair; decoder: causal) on the step's own inputs."""
+    from ui import lesson_steps as ls
+
+    for name in ("mlm", "lm", "translate"):
+        _model(name)
+    n = ls.family_view(None, {}).numbers
+    k = n["n"]
+
+    def seen(model, inputs, template):
+        names = [template.format(l=l) for l in range(model.config.n_layers)]
+        rec = tfviz.record(model, *[torch.tensor([x]) for x in inputs], names=names)
+        return (torch.stack([rec[x][0] for x in names])[:, :, :k, :k] > 0).any(0).any(0).numpy()
+
+    mlm = load_checkpoint(SHIPPED / "mlm.safetensors")
+    lm = load_checkpoint(SHIPPED / "lm.safetensors")
+    tr = load_checkpoint(SHIPPED / "translate.safetensors")
+    ex = tr.build_task().examples("test")[0]
+    got = {"mlm · encoder": seen(mlm.model, [mlm.build_task().examples("test")[0].meta["original"]],
+                                 "blocks.{l}.attn.hook_pattern"),
+           "lm · decoder": seen(lm.model, [ls.lesson_input(_model("lm"))[0].ids], "blocks.{l}.attn.hook_pattern"),
+           "translate · encoder": seen(tr.model, [ex.src, ex.tokens], "encoder.blocks.{l}.attn.hook_pattern"),
+           "translate · decoder": seen(tr.model, [ex.src, ex.tokens], "decoder.blocks.{l}.attn.hook_pattern"),
+           "translate · cross": seen(tr.model, [ex.src, ex.tokens], "decoder.blocks.{l}.cross_attn.hook_pattern")}
+    assert set(got) == set(n["rows"])
+    for label, m in got.items():
+        r = n["rows"][label]
+        assert r["allowed"] == int(m.sum()) and r["ahead"] == int(np.triu(m, 1).sum()), label
+        full = bool(m.all())
+        causal = not np.triu(m, 1).any() and bool(m[np.tril_indices(len(m))].all())
+        assert (r["expected"] == "full") is full and (r["expected"] == "causal") is causal, label
+    assert all(c.holds for c in say.claims(say.families, n))

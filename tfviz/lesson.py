@@ -63,6 +63,7 @@ PARTS = {
     "positions": "Positions: learned and sinusoidal",
     "rope": "Rotary positions (RoPE)",
     "masks": "Masks",
+    "taxonomy": "A family tree: encoders, decoders, both",
     "bert": "BERT: masked-language modelling",
     "cost": "What attention costs",
 }
@@ -889,4 +890,39 @@ def mlm(n: dict) -> str:
                 "this blank, and the model spreads its bet over them.")
     if n.get("before") is None or n.get("after") is None:
         out += " The hidden word is at an end of the sentence: hide a middle word to see both sides."
+    return out
+
+
+# ------------------------------------------------------------------------------ the taxonomy
+@_claims_of("families")
+def families_claims(n: dict) -> list[Claim]:
+    """The taxonomy step: each mask as its family needs it, measured (``rows``: "model · stack" ->
+    family, expected "full" | "causal", pairs with a weight above 0 — all of them, those ahead of the
+    query (above the diagonal), those at or behind it). Full: every pair; causal: none ahead, every
+    one behind."""
+    out = []
+    for label, r in n["rows"].items():
+        if r["expected"] == "full":
+            holds = r["allowed"] == r["pairs"]
+            who = "every decoder position sees every source word" if label.endswith("cross") else \
+                "every query sees every key, before and after it"
+            yes = f"**{label}** ({r['family']}): {who} ({r['allowed']} of {r['pairs']} pairs)."
+            no = (f"**{label}** ({r['family']}): **not** every pair is seen — {r['allowed']} of {r['pairs']} have "
+                  "a weight above 0.")
+        else:
+            holds = r["ahead"] == 0 and r["behind"] == r["behind_pairs"]
+            yes = (f"**{label}** ({r['family']}): each query sees itself and every earlier key and none ahead "
+                   f"({r['behind']} of {r['behind_pairs']} behind, 0 of {r['ahead_pairs']} ahead).")
+            no = (f"**{label}** ({r['family']}): **not** the causal mask — {r['ahead']} of {r['ahead_pairs']} "
+                  f"pairs ahead get weight, {r['behind']} of {r['behind_pairs']} behind.")
+        out.append(check(f"{label}: {r['expected']}", holds, yes, no))
+    return out
+
+
+def families(n: dict) -> str:
+    cs = families_claims(n)
+    out = f"On the first {n['n']} positions of a real input: " + " ".join(c.text for c in cs)
+    if all(c.holds for c in cs):
+        out += (" Same attention, different masks: the mask, with what each is trained to predict, is "
+                "what separates the families.")
     return out

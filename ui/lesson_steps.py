@@ -976,6 +976,74 @@ def mask_kinds(lm) -> list[str]:
     return [k for k in KINDS if k != "padding"]
 
 
+# ------------------------------------------------------------------------------ the taxonomy (issue 42)
+FAMILY_N = 7  # positions each mask of the taxonomy step shows (the shortest input's)
+FAMILY = (("mlm", "encoder-only"), ("lm", "decoder-only"), ("translate", "encoder–decoder"))
+
+
+def _measured_mask(stack: np.ndarray, n: int) -> np.ndarray:
+    """[layer, head, q, k] weights -> which pairs any head of any layer gives a weight above 0: the
+    mask the model really ran under (a blocked score is -inf, its weight exactly 0)."""
+    return (stack[:, :, :n, :n] > 0).any(axis=(0, 1))
+
+
+def family_masks() -> dict:
+    """The three families' masks as the shipped models run them, measured from one recording each
+    (mlm's and translate's first test sentence, lm's lesson input): "model · stack" -> (family, expected kind,
+    allowed [q, k] over the first ``FAMILY_N`` positions)."""
+    from .models import zoo_model
+
+    out = {}
+    for name, family in FAMILY:
+        m = zoo_model(name)
+        if m is None:
+            continue
+        L = m.config.n_layers
+        if name == "translate":
+            ex = cache.task_of(m).examples("test")[0]
+            sites = (("encoder", "attn", "encoder"), ("decoder", "attn", "decoder"),
+                     ("decoder", "cross_attn", "cross"))
+            names = tuple(f"{st_}.blocks.{l}.{a}.hook_pattern" for st_, a, _ in sites for l in range(L))
+            r = cache.record(m, (ex.src, ex.tokens), names)
+            n = min(FAMILY_N, len(ex.src), len(ex.tokens))
+            for st_, a, label in sites:
+                stack = np.stack([r[f"{st_}.blocks.{l}.{a}.hook_pattern"][0] for l in range(L)])
+                kind = "causal" if label == "decoder" else "full"
+                out[f"{name} · {label}"] = (family, kind, _measured_mask(stack, n))
+        else:
+            ids = list(cache.task_of(m).examples("test")[0].meta["original"]) if name == "mlm" else \
+                list(lesson_input(m)[0].ids)
+            names = tuple(f"blocks.{l}.attn.hook_pattern" for l in range(L))
+            r = cache.record(m, (ids,), names)
+            stack = np.stack([r[x][0] for x in names])
+            out[f"{name} · {'encoder' if family == 'encoder-only' else 'decoder'}"] = (
+                family, "full" if family == "encoder-only" else "causal",
+                           _measured_mask(stack, min(FAMILY_N, len(ids))))
+    if not out:
+        raise ValueError("the shipped mlm / lm / translate models are missing")
+    return out
+
+
+def family_view(lm, v) -> View:
+    from tfviz.viz import masks_side_by_side
+
+    fam = family_masks()
+    n = min(m.shape[0] for _, _, m in fam.values())
+    shown = {label: m[:n, :n] for label, (_, _, m) in fam.items()}
+    fig = cache.figure(masks_side_by_side, shown, title="Who may look at whom, measured in each family")
+    rows = {}
+    for label, (family, kind, m) in fam.items():
+        m = m[:n, :n]
+        upper, lower = np.triu(np.ones_like(m, dtype=bool), 1), np.tril(np.ones_like(m, dtype=bool))
+        rows[label] = {"family": family, "expected": kind, "allowed": int(m.sum()), "pairs": int(m.size),
+                       "ahead": int((m & upper).sum()), "behind": int((m & lower).sum()),
+                       "ahead_pairs": int(upper.sum()), "behind_pairs": int(lower.sum())}
+    return View(fig, {"n": n, "rows": rows},
+                "Measured, not drawn: a cell is blue when some head of some layer gave that query–key "
+                "pair a weight above zero on a real input, grey when every weight there was exactly 0.",
+                link={"kind": "causal / full"})
+
+
 # ------------------------------------------------------------------------------ BERT (issue 42)
 MLM_SENTENCES = 6  # test sentences the masked-word step offers
 
@@ -1294,6 +1362,12 @@ STEPS: tuple[Step, ...] = (
          controls=(Control("kind", "Mask", "select", mask_kinds, "sliding window"),
                    Control("window", "Window w", "slider", default=3, lo=1,
                            hi=lambda lm: len(lesson_input(lm)[0].ids)))),
+    Step("families", "taxonomy", "Encoders, decoders, and both",
+         "After 2017 the transformer's two halves went their own ways. Encoder-only models (BERT) "
+         "let every token see every token, to understand a text; decoder-only models (GPT) see only "
+         "the past, to write; encoder–decoders (T5, the original) keep both, joined by "
+         "cross-attention. Here is who may look at whom in three shipped models, one of each.",
+         family_view, say.families, "masks"),
     Step("mlm", "bert", "BERT: fill in the hidden word",
          "BERT is an encoder trained to fill in blanks: about 15% of the words are hidden behind "
          "[MASK] and it must guess them from the words on both sides. It was also trained to guess "
