@@ -14,7 +14,7 @@ from apptest_helpers import arr, charts, my_jobs, open_page, poll
 from streamlit.testing.v1 import AppTest
 
 from tfviz.tasks import TASKS, make_task
-from tfviz.train.presets import (ALL, BIGGER, CPU, GPU, QUICK, RECURRENT, build_configs, kinds_for,
+from tfviz.train.presets import (ALL, BIGGER, CPU, GPU, QUICK, REALTEXT, RECURRENT, build_configs, kinds_for, label,
                                  presets_for, recurrent_default)
 
 TIMEOUT_S = 120  # a deadline for a thread or a job, not a speed assertion
@@ -52,8 +52,21 @@ def test_every_preset_builds_valid_configs(name) -> None:
         mc, tc = build_configs(task, preset.model, preset.train.to_dict())
         assert mc.vocab_size == task.tokenizer.vocab_size and mc.arch in task.archs
         assert tc.steps == preset.train.steps
-    assert list(presets_for(name)) == [CPU]
-    assert list(presets_for(name, cuda=True)) == [CPU, GPU]
+    real = [label(p) for p in REALTEXT.values() if p.task == name]  # lm's real-text presets
+    assert list(presets_for(name)) == [CPU, *real]
+    assert list(presets_for(name, cuda=True)) == [CPU, *real, GPU]
+
+
+@pytest.mark.parametrize("name", sorted(REALTEXT))
+def test_every_real_text_preset_builds_valid_configs(name) -> None:
+    """lm on the standard library's docstrings / source: a decoder whose vocabulary is the BPE
+    trained on the corpus's training files, offered on the Train page under its own label."""
+    preset = REALTEXT[name]
+    task = make_task(preset.task, **preset.task_params)
+    mc, tc = build_configs(task, preset.model, preset.train.to_dict())
+    assert mc.vocab_size == task.tokenizer.vocab_size and mc.arch == "decoder"
+    assert task.real_corpus().kind == preset.task_params["corpus"]
+    assert presets_for(preset.task)[label(preset)] is preset and preset.offered_as == label(preset)
 
 
 @pytest.mark.parametrize("name", sorted(RECURRENT))
