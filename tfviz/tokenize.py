@@ -129,6 +129,7 @@ MAX_PIECE_CHARS = 64    # one Unigram piece (sentencepiece trains at most 16; it
                         # pieces of 1,024 'a's held 20,000 typed 'a's 3.7 s, of 256: 0.5 s, loaded machine)
 MAX_SPECIAL_CHARS = 64  # a special token's name (unk_token, a template's token)
 MIN_DECODE_IDS = 4096   # ``Tokenizer.max_decode_ids`` is never below this
+GIL_FREE_CHARS = 1024   # a longer text is encoded with the GIL released (``Tokenizer._encode_one``)
 BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
 
@@ -830,13 +831,20 @@ class Tokenizer:
                                  f"{most:,} at once")
 
     def _encode_one(self, text: str, add_special_tokens: bool):
-        """``backend.encode(text)`` through ``encode_batch``, which releases the GIL while the
-        library works: a long encode holds only its own session, not every other one (issue 40:
-        the worst accepted text held another thread 0.55 s through ``encode``, 0.03 s so)."""
+        """``backend.encode(text)``; a text of more than ``GIL_FREE_CHARS`` through
+        ``encode_batch``, which releases the GIL while the library works: a long encode holds
+        only its own session, not every other one (issue 40: the worst accepted text held another
+        thread 0.37 s through ``encode``, 0.12 s so). Short texts (a dataset's examples) keep
+        ``encode``: 18 µs a call against ``encode_batch``'s 26."""
+        if len(text) <= GIL_FREE_CHARS:
+            return self.backend.encode(text, add_special_tokens=add_special_tokens)
         return self.backend.encode_batch([text], add_special_tokens=add_special_tokens)[0]
 
     def _decode_one(self, ids: list[int], skip_special: bool) -> str:
-        """``backend.decode(ids)`` through ``decode_batch`` (the GIL released, as ``_encode_one``)."""
+        """``backend.decode(ids)``; many ids through ``decode_batch`` (the GIL released, as
+        ``_encode_one``)."""
+        if len(ids) <= GIL_FREE_CHARS // 4:
+            return self.backend.decode(ids, skip_special_tokens=skip_special)
         return self.backend.decode_batch([ids], skip_special_tokens=skip_special)[0]
 
     @staticmethod
