@@ -53,25 +53,29 @@ def charts_later() -> bool:
 
 
 def show(fig, key: str, *, data=None, filename: str | None = None, on_select=None,
-         caption: str | None = None):
+         caption: str | None = None, height: str | int = "content", downloads: bool = True):
     """Render ``fig`` with tfviz's own theme (``theme=None``), a PNG button in the modebar, a CSV
     download of ``data`` (a DataFrame, or a function returning one, called only when the button is
     clicked; default: the figure's own data in long form) and an HTML download of the figure.
     ``caption``: written under the figure in the page export (the page shows its own captions).
-    Returns the chart's selection state when ``on_select`` is given."""
+    ``height``: Streamlit's (``"stretch"``: the height of the container it is drawn in, e.g. a
+    presented lesson step's, sized to the viewport); ``downloads=False``: no download buttons
+    (a projector). Returns the chart's selection state when ``on_select`` is given."""
     name = _slug(filename or key)
     light = fig  # exports keep the light theme: a slide or a printout
     if _viewer_uses_dark_theme():  # light ink on a dark page; a copy, figures may be cached
         fig = apply_theme(type(fig)(fig), dark=True)
     config = {"displaylogo": False,
               "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
-    kwargs = dict(theme=None, width="stretch", key=key, config=config)
+    kwargs = dict(theme=None, width="stretch", height=height, key=key, config=config)
     if on_select is not None:
         kwargs["on_select"] = on_select
     event = st.plotly_chart(fig, **kwargs)
     st.session_state[_CHARTS_DRAWN] = True
     title = figure_title(light) or (filename or key)
     _remember(key, Slide(light, title, caption or ""))
+    if not downloads:
+        return event
 
     def csv() -> bytes:  # built when the button is clicked: a figure's long-form table took up to
         # 4.5 s per render (RoPE's 48 frames), for every session, every rerun

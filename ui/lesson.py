@@ -40,19 +40,65 @@ POLL_S = 1.0  # a follower reads the class record this often
 PRESENT_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
 header[data-testid="stHeader"], [data-testid="stToolbar"] { display: none !important; }
-[data-testid="stMainBlockContainer"] { padding: 1.2rem 2.2rem 2rem !important; max-width: 100% !important; }
+[data-testid="stMainBlockContainer"] { padding: 0.8rem 2.2rem 2rem !important; max-width: 100% !important; }
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.35rem; line-height: 1.4; }
+.st-key-lesson_words [data-testid="stMarkdownContainer"] p,
+.st-key-lesson_notice [data-testid="stMarkdownContainer"] p { font-size: var(--tfviz-words, 1.25rem); line-height: 1.35; }
+.st-key-lesson_side [data-testid="stCaptionContainer"] p { font-size: 0.95rem; }
 [data-testid="stMain"] [data-testid="stCaptionContainer"] p { font-size: 1.15rem; }
 [data-testid="stMain"] [data-testid="stWidgetLabel"] p { font-size: 1.15rem; }
-[data-testid="stMain"] h1 { font-size: 2.4rem; padding: 0.2rem 0 0.4rem; }
+[data-testid="stMain"] h1 { font-size: 2.1rem; padding: 0 0 0.1rem; }
+[data-testid="stMain"] [data-testid="stSpinner"], [data-testid="stMain"] [data-testid="stSpinner"] p { font-size: 1.4rem; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-lesson_figbox), .st-key-lesson_figbox {
+  flex: 0 0 var(--tfviz-fig-h, 62vh) !important; height: var(--tfviz-fig-h, 62vh) !important;
+  max-height: none !important; overflow: hidden !important; }
 [data-testid="stMain"] [data-testid="stButton"] button p { font-size: 1.2rem; }
 [data-testid="stMain"] [data-baseweb="select"] div { font-size: 1.1rem; }
 [data-testid="stMain"] [data-testid="stRadio"] label p { font-size: 1.15rem; }
 [class*="st-key-lesson_"][class*="-csv"], [class*="st-key-lesson_"][class*="-html"] { display: none !important; }
 </style>"""
-FIGURE_FONT, TITLE_FONT, AXIS_FONT = 16, 21, 13  # a presented figure's type (tfviz's theme: 13 and 16)
-PRESENT_HEIGHT = 520  # px: a presented figure's height at most (the step's words stay in view)
+FIGURE_FONT, TITLE_FONT, AXIS_FONT = 16, 20, 14  # a presented figure's type (tfviz's theme: 13 and 16)
+PRESENT_TITLE_CHARS = 46  # a presented title's line: fits the figure's column at 1024 px (wide: + 8)
+MIN_FIGURE_TEXT = 14  # px: no text of a presented figure is smaller (read from the back of a room)
+Y_TITLE_CHARS = 16  # a presented y-axis title longer than this is put on two lines
+LOG_TICK_FONT = 19  # a log axis's minor digits are drawn at 0.75 of it: 14 px
+# Presenting fits the step to the viewport (issue 41, item 2): title on top, the figure (its
+# controls above it) on the left at the height the window leaves, the step's words and what to
+# notice on the right, their type made smaller (down to MIN_WORDS px) until the notice ends inside
+# the window. The browser measures (a script in the page), the server cannot know the window.
+MIN_WORDS = 15
+FIT_JS = """<script>
+(() => {
+  if (window.__tfvizFit) { window.__tfvizFit(); return; }
+  const PAD = 14, MIN_WORDS = %(min_words)d, MIN_FIG = 240;
+  const live = (sel) => [...document.querySelectorAll(sel)].filter(e => !e.closest("[data-stale='true']"));
+  let busy = false;
+  function fit() {
+    const root = document.documentElement.style;
+    const box = live(".st-key-lesson_figbox")[0];
+    if (!box) { root.removeProperty("--tfviz-fig-h"); root.removeProperty("--tfviz-words"); return; }
+    const H = window.innerHeight;
+    let size = Math.max(MIN_WORDS, Math.min(24, Math.round(H * 0.027)));
+    root.setProperty("--tfviz-words", size + "px");
+    const notice = live(".st-key-lesson_notice")[0];
+    while (notice && notice.getBoundingClientRect().bottom > H - PAD && size > MIN_WORDS) {
+      size -= 1;
+      root.setProperty("--tfviz-words", size + "px");
+    }
+    const below = live(".st-key-lesson_below")[0];
+    const under = below ? below.getBoundingClientRect().height + 16 : 0;
+    const h = Math.max(MIN_FIG, Math.floor(H - box.getBoundingClientRect().top - PAD - under));
+    if (root.getPropertyValue("--tfviz-fig-h") !== h + "px") root.setProperty("--tfviz-fig-h", h + "px");
+  }
+  function later() { if (!busy) { busy = true; requestAnimationFrame(() => { busy = false; fit(); }); } }
+  window.__tfvizFit = fit;
+  window.addEventListener("resize", later);
+  new MutationObserver(later).observe(document.body, {childList: true, subtree: true, attributes: true,
+                                                      attributeFilter: ["data-stale"]});
+  later();
+})();
+</script>""" % {"min_words": MIN_WORDS}
 
 
 # ------------------------------------------------------------------------------ state
@@ -239,17 +285,78 @@ def _presented(fig):
 def _presented_copy(fig_id: int, _fig):
     """Keyed on the shared figure's identity; the entry holds the figure itself, so while it is
     cached no other figure can take its id."""
+    from tfviz.viz.theme import wrap_title
+
     fig = type(_fig)(_fig)
+    top = (fig.layout.margin.t or 60) + 16
+    if fig.layout.title.text:  # the figure's column is narrower than the page: the title wrapped again
+        text, n = _present_title(fig.layout.title.text, PRESENT_TITLE_CHARS + 8 if wide(fig) else PRESENT_TITLE_CHARS)
+        # the top margin holds all its lines (Plotly centres the title in it; a y-axis title ran
+        # into a second line that the margin did not hold)
+        if any(a.side == "top" for a in fig.select_xaxes()):  # the axis's labels above the plot
+            top += int(TITLE_FONT * 1.3) * max(0, n - fig.layout.title.text.count("<br>") - 1)
+        else:
+            top = max(top, 20 + int(TITLE_FONT * 1.3) * n + (40 if fig.layout.annotations else 16))
+        fig.update_layout(title=dict(text=text))
     fig.update_layout(font=dict(size=FIGURE_FONT), title=dict(font=dict(size=TITLE_FONT)),
-                      margin=dict(t=(fig.layout.margin.t or 60) + 16))
-    fig.update_annotations(font_size=FIGURE_FONT)
-    # axis titles stay small: a long one ("max |Δ logit| (over the vocabulary)") in large type ran
+                      margin=dict(t=top), height=None)
+    fig.update_annotations(font_size=MIN_FIGURE_TEXT if wide(fig) else FIGURE_FONT)  # panels' titles side by side
+    # axis titles stay smaller: a long one ("max |Δ logit| (over the vocabulary)") in large type ran
     # past the plot into the figure's title
     fig.update_xaxes(title_font_size=AXIS_FONT)
     fig.update_yaxes(title_font_size=AXIS_FONT)
-    if (fig.layout.height or 0) > PRESENT_HEIGHT:
-        fig.update_layout(height=PRESENT_HEIGHT)
+    # a long y-axis title on two lines: the window's height makes the plot short, and a title longer
+    # than the plot ran up into the figure's title
+    fig.for_each_yaxis(lambda a: a.update(title_text=wrap_title(a.title.text, Y_TITLE_CHARS)[0])
+                       if a.title.text and "<br>" not in a.title.text and len(a.title.text) > Y_TITLE_CHARS
+                       else None)
+    for trace in fig.data:  # numbers printed in cells and on bars: at least MIN_FIGURE_TEXT px
+        font = getattr(trace, "textfont", None)
+        if font is not None and font.size is not None and not isinstance(font.size, (int, float)):
+            continue  # one size per point: left as the figure made it
+        if font is not None and (font.size or FIGURE_FONT) < MIN_FIGURE_TEXT:
+            trace.textfont.size = MIN_FIGURE_TEXT
+    # a log axis prints its in-between digits (2, 5) at three quarters of the tick type
+    fig.for_each_xaxis(lambda a: a.update(tickfont_size=LOG_TICK_FONT) if a.type == "log" else None)
+    fig.for_each_yaxis(lambda a: a.update(tickfont_size=LOG_TICK_FONT) if a.type == "log" else None)
+    if fig.layout.uniformtext.minsize is not None:  # text squeezed into bars: hidden below it
+        fig.update_layout(uniformtext_minsize=MIN_FIGURE_TEXT)
+    if fig.layout.legend.orientation == "h":  # a row legend under the plot: more entries a row, fewer rows
+        fig.update_layout(legend_font_size=MIN_FIGURE_TEXT)
+    elif fig.layout.legend.font.size is not None and fig.layout.legend.font.size < MIN_FIGURE_TEXT:
+        fig.update_layout(legend_font_size=MIN_FIGURE_TEXT)
     return _fig, fig
+
+
+def _present_title(title: str, chars: int) -> tuple[str, int]:
+    """A figure's title for a projector: its plain lines wrapped again at ``chars``, a line with
+    markup (a subtitle's <span>) kept whole, its type at least ``MIN_FIGURE_TEXT`` px -> (text,
+    lines)."""
+    import re
+
+    from tfviz.viz.theme import wrap_title
+
+    out, lines, words = [], 0, []
+    for part in [*title.split("<br>"), None]:
+        if part is not None and "<" not in part:
+            words.append(part)
+            continue
+        if words:
+            text, n = wrap_title(" ".join(words), chars)
+            out.append(text)
+            lines += n
+            words = []
+        if part is not None:
+            out.append(re.sub(r"font-size:\s*(\d+)px",
+                              lambda m: f"font-size:{max(int(m[1]), MIN_FIGURE_TEXT)}px", part))
+            lines += 1
+    return "<br>".join(out), lines
+
+
+def wide(fig) -> bool:
+    """A figure of two or more panels side by side: it gets more of a presented step's width."""
+    domains = {tuple(a.domain) for a in fig.select_xaxes() if a.domain is not None}
+    return len(domains) >= 2
 
 
 def page_link(step: Step, lm, view) -> None:
@@ -269,28 +376,62 @@ def render_step(step: Step, presenting: bool) -> None:
     k, n = [s.id for s in STEPS].index(step.id) + 1, len(STEPS)
     st.caption(f"Lecture part **{list(PARTS).index(step.part) + 1} · {PARTS[step.part]}** · step {k} of {n}")
     st.header(step.title, anchor=False)
-    st.markdown(step.text)
+    if presenting:  # the figure and its controls on the left, the words and the notice beside it
+        left, side = st.columns(WIDE_SPLIT if _wide_step(step) else SPLIT, gap="medium")
+        side = side.container(key="lesson_side")
+        side.container(key="lesson_words").markdown(step.text)
+    else:
+        st.markdown(step.text)
+        left = side = st.container()
     width = 1 + len(step.controls) + bool(step.model)
-    cols = st.columns(max(width - 1, 1)) if width > 1 else None
+    cols = left.columns(max(width - 1, 1)) if width > 1 else None
     try:
         lm = step_model(step, cols[0] if cols and step.model else None)
         values = control_values(step, lm, (cols[1:] if step.model else cols) if cols else None)
         _yield_to_leader()
-        view = view_of(step, lm, values)
+        if presenting:  # the room sees that the view is being computed (Streamlit's running
+            # indicator is hidden while presenting); shown only past half a second (st.spinner)
+            with left, st.spinner("Computing this step's view…", show_time=True):
+                view = view_of(step, lm, values)
+        else:
+            view = view_of(step, lm, values)
     except ValueError as e:
         st.warning(f"This step cannot be shown here: {e}")
         return
     _yield_to_leader()  # the chart's JSON is a follower's largest piece of work
-    show(_presented(view.figure) if presenting else view.figure, f"lesson_{step.id}",
-         caption=view.caption)
+    if presenting:
+        if wide(view.figure) != _wide_step(step):  # known after the view: drawn again split for it
+            _WIDE[step.id] = wide(view.figure)
+            st.rerun()
+        with left:
+            with st.container(key="lesson_figbox", height=480, border=False):
+                show(_presented(view.figure), f"lesson_{step.id}", caption=view.caption,
+                     height="stretch", downloads=False)
+            if view.html:
+                st.container(key="lesson_below").html(view.html)
+        with side:
+            with st.container(border=True, key="lesson_notice"):
+                st.markdown(f"**What to notice.** {step.notice(view.numbers)}")
+            if view.caption:
+                st.caption(view.caption)
+        st.html(FIT_JS, unsafe_allow_javascript=True)
+        return
+    show(view.figure, f"lesson_{step.id}", caption=view.caption)
     if view.html:
         st.html(view.html)
     if view.caption:
         st.caption(view.caption)
     with st.container(border=True, key="lesson_notice"):
         st.markdown(f"**What to notice.** {step.notice(view.numbers)}")
-    if not presenting:
-        page_link(step, lm, view)
+    page_link(step, lm, view)
+
+
+SPLIT, WIDE_SPLIT = [3, 2], [7, 3]  # presenting: the figure's column and the words' beside it
+_WIDE: dict[str, bool] = {}  # step id -> its last presented figure had panels side by side
+
+
+def _wide_step(step: Step) -> bool:
+    return _WIDE.get(step.id, False)
 
 
 def _yield_to_leader() -> None:

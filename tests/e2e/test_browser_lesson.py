@@ -20,7 +20,39 @@ from ui.lesson_steps import STEPS
 TEXT = ("[data-testid='stMain'] [data-testid='stHeading'], [data-testid='stMain'] [data-testid='stMarkdownContainer'], "
         "[data-testid='stMain'] [data-testid='stSelectbox'], [data-testid='stMain'] [data-testid='stButton'], "
         "[data-testid='stMain'] [data-testid='stWidgetLabel']")
-SIZES = ((1920, 1080), (1024, 768))
+SIZES = ((1920, 1080), (1280, 720), (1024, 768))
+MIN_CHART_PX = 14  # the smallest chart text at every size (issue 41: read from the back of a room)
+# Where a presented step's parts are (client pixels, the main area not scrolled): the heading, the
+# step's controls, the chart, the "What to notice" box; every chart text's drawn size (its font
+# size times the scale Plotly may apply, e.g. text squeezed into a bar).
+BOXES = """(id) => {
+  const live = (sel) => [...document.querySelectorAll(sel)]
+      .filter(e => !e.closest("[data-stale='true']") && e.offsetParent !== null);
+  const box = (els) => { if (!els.length) return null;
+      const r = els.map(e => e.getBoundingClientRect());
+      return {left: Math.min(...r.map(x => x.left)), top: Math.min(...r.map(x => x.top)),
+              right: Math.max(...r.map(x => x.right)), bottom: Math.max(...r.map(x => x.bottom))}; };
+  const texts = live(`.st-key-lesson_${id} .js-plotly-plot svg text`)
+      .filter(e => e.textContent.trim() && e.getBoundingClientRect().width > 0);
+  const size = (e) => parseFloat(getComputedStyle(e).fontSize) * Math.hypot(e.getCTM().a, e.getCTM().b);
+  const main = document.querySelector("[data-testid='stMain']");
+  return {width: innerWidth, height: innerHeight, scrolled: main.scrollTop + scrollY,
+          title: box(live("[data-testid='stMain'] [data-testid='stHeading']")),
+          controls: box(live(`[class*='st-key-lesson_${id}_']`)),
+          figure: box(live(`.st-key-lesson_${id} .js-plotly-plot`)),
+          notice: box(live(".st-key-lesson_notice")),
+          small: texts.filter(e => size(e) < %d - 0.01).map(e => `${e.textContent.slice(0, 20)} (${size(e).toFixed(1)} px)`)};
+}""".replace("%d", str(MIN_CHART_PX))
+# The browser's fit (ui.lesson.FIT_JS) has sized the chart: its box holds the height the script
+# set, and Plotly has drawn at that height.
+FITTED = """() => {
+  const live = (sel) => [...document.querySelectorAll(sel)].filter(e => !e.closest("[data-stale='true']"));
+  const box = live(".st-key-lesson_figbox")[0], svg = box && box.querySelector("svg.main-svg");
+  const want = parseFloat(getComputedStyle(document.documentElement).getPropertyValue("--tfviz-fig-h"));
+  if (!svg || !want) return false;
+  const b = box.getBoundingClientRect().height, s = svg.getBoundingClientRect().height;
+  return Math.abs(b - want) < 1 && Math.abs(s - b) < 2;
+}"""
 
 
 def shown(page, step) -> None:
@@ -30,10 +62,28 @@ def shown(page, step) -> None:
     settle(page)
 
 
+def fit_problems(page, step, where: str) -> list[str]:
+    """Issue 41, item 2: the step's heading, controls, chart and notice all inside the window
+    without scrolling, every chart text at least ``MIN_CHART_PX`` high."""
+    page.wait_for_function(FITTED, timeout=DEADLINE_MS)
+    got = page.evaluate(BOXES, step.id)
+    out = [f"{where} {step.id}: the page is scrolled ({got['scrolled']} px)"] if got["scrolled"] else []
+    wanted = ("title", "controls", "figure", "notice") if step.model or step.controls else ("title", "figure", "notice")
+    for name in wanted:
+        b = got[name]
+        if b is None:
+            out.append(f"{where} {step.id}: no {name} drawn")
+        elif b["left"] < 0 or b["top"] < 0 or b["right"] > got["width"] + 0.5 or b["bottom"] > got["height"] + 0.5:
+            out.append(f"{where} {step.id}: the {name} is outside the {got['width']}x{got['height']} window: {b}")
+    out += [f"{where} {step.id}: chart text under {MIN_CHART_PX} px: {t}" for t in got["small"]]
+    return out
+
+
 def check_layout(page, step, where: str) -> list[str]:
-    """What is cut or overlapping on the presented step (texts, the chart's titles), and what
-    must not show (the sidebar, the session id)."""
-    problems = [f"{where} {step.id}: cut: {t}" for t in cut_off(page, TEXT)]
+    """What is cut or overlapping on the presented step (texts, the chart's titles), what must
+    not show (the sidebar, the session id), and what does not fit the window."""
+    problems = fit_problems(page, step, where)
+    problems += [f"{where} {step.id}: cut: {t}" for t in cut_off(page, TEXT)]
     plot = page.locator(f".st-key-lesson_{step.id} .js-plotly-plot").first
     problems += [f"{where} {step.id}: {p}" for p in title_problems(plot)]
     if page.locator("[data-testid='stSidebar']").is_visible():
@@ -43,7 +93,7 @@ def check_layout(page, step, where: str) -> list[str]:
     return problems
 
 
-def test_presenting_every_step_at_both_sizes(page, open_page, timings) -> None:
+def test_presenting_every_step_at_three_sizes(page, open_page, timings) -> None:
     page.set_viewport_size({"width": 1920, "height": 1080})
     open_page(page, f"/lesson?present=1&step={STEPS[0].id}")
     shown(page, STEPS[0])
