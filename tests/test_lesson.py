@@ -458,3 +458,19 @@ def test_the_taxonomy_claims_both_branches() -> None:
     cs = say.claims(say.families, bad)
     assert not any(c.holds for c in cs) and "28 of 49 have" in cs[0].text and "3 of 21" in cs[1].text
     assert "what separates" not in say.families(bad)
+
+
+def test_the_context_claims_both_branches() -> None:
+    n = {"word": "cat", "a": "the cat sees the dog .", "b": "the cat helps the children .", "pos": (2, 2),
+         "rows": [("its own embedding", 1.0, 0.0), ("after block 0", 0.997, 0.085), ("after block 1", 0.996, 0.091)],
+         "causal": False, "same_past": True, "model": "mlm", "past": "the cat"}
+    a, b = say.claims(say.context, n)
+    assert a.holds and b.holds and "**0.09**" in b.text and "cosine 0.996" in b.text
+    assert "Both sentences start 'the cat'" in b.text and "reads both ways" in b.text
+    dec = {**n, "causal": True, "model": "lm", "rows": [("its own embedding", 1.0, 0.0), ("after block 1", 1.0, 0.0)]}
+    a, b = say.claims(say.context, dec)
+    assert a.holds and not b.holds and "**the same**" in b.text and "lm is a decoder" in b.text
+    moved = {**n, "pos": (3, 5), "same_past": False, "rows": [("its own embedding", 0.9, 0.3), ("after block 1", 0.98, 0.22)]}
+    a, b = say.claims(say.context, moved)
+    assert not a.holds and "**different** vectors" in a.text
+    assert b.holds and "its different position" in b.text and "reads both ways" not in b.text

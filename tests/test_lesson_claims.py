@@ -360,3 +360,30 @@ def test_the_taxonomy_masks_recomputed() -> None:
         causal = not np.triu(m, 1).any() and bool(m[np.tril_indices(len(m))].all())
         assert (r["expected"] == "full") is full and (r["expected"] == "causal") is causal, label
     assert all(c.holds for c in say.claims(say.families, n))
+
+
+@pytest.mark.parametrize(("name", "changes"), [("mlm", True), ("lm", False)])
+def test_the_context_claims_recomputed(name, changes) -> None:
+    """The same word in two sentences that share its past ('the cat sees …' / 'the cat helps …'):
+    its token embedding and last residual stream from plain recordings — the encoder's vector
+    changes with the words after it, the decoder's cannot."""
+    from ui import lesson_steps as ls
+
+    lm = _model(name)
+    a, b = "the cat sees the dog .", "the cat helps the children ."
+    n = ls.context_view(lm, {"a": a, "b": b}).numbers
+    ck = load_checkpoint(SHIPPED / f"{name}.safetensors")
+    last = f"blocks.{ck.model.config.n_layers - 1}.hook_resid_post"
+    vec = {}
+    for key, text in (("a", a), ("b", b)):
+        ids = ls._typed(lm, text).ids
+        i = ids.index(ck.tokenizer.token_to_id("cat"))
+        rec = tfviz.record(ck.model, torch.tensor([ids]), names=["hook_embed", last])
+        vec[key] = (rec["hook_embed"][0, i].double(), rec[last][0, i].double())
+    e = float((vec["a"][0] - vec["b"][0]).norm() / vec["a"][0].norm())
+    d = float((vec["a"][1] - vec["b"][1]).norm() / vec["a"][1].norm())
+    assert n["word"] == "cat" and n["rows"][0][2] == pytest.approx(e, abs=1e-6)
+    assert n["rows"][-1][2] == pytest.approx(d, abs=1e-5)
+    assert (d > say.SAME) is changes
+    a_, b_ = say.claims(say.context, n)
+    assert a_.holds and b_.holds is changes

@@ -88,7 +88,8 @@ def test_every_step_renders_with_its_notice_and_link() -> None:
 @pytest.mark.parametrize(("step", "control", "value"), [("block", None, None),
                                                        ("next-token", "temperature", 2.0),
                                                        ("cross-attention", "head", "L0·H2"),
-                                                       ("mlm", "sentence", 1), ("families", None, None)])
+                                                       ("mlm", "sentence", 1), ("families", None, None),
+                                                       ("context", None, None)])
 def test_the_block_and_cross_attention_steps_render_and_follow_their_controls(step, control, value) -> None:
     """Issue 42, item 2: the block, next-token and cross-attention steps render on their shipped
     models with a figure, a notice and the full page's link; a control changes the notice."""
@@ -97,7 +98,8 @@ def test_the_block_and_cross_attention_steps_render_and_follow_their_controls(st
     chart(at, f"lesson_{step}")
     first = notice(at)
     assert {"block": "**adds**", "next-token": "Greedy decoding writes", "cross-attention": "every one of",
-            "mlm": "It reads both sides", "families": "0 of 21 ahead"}[step] in first
+            "mlm": "It reads both sides", "families": "0 of 21 ahead",
+            "context": "reads both ways"}[step] in first
     assert [p for p in at.get("page_link") if BY_ID[step].page in p.proto.page]
     if control:
         at.selectbox(key=f"lesson_{step}_{control}").set_value(value).run()

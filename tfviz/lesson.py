@@ -926,3 +926,40 @@ def families(n: dict) -> str:
         out += (" Same attention, different masks: the mask, with what each is trained to predict, is "
                 "what separates the families.")
     return out
+
+
+# ------------------------------------------------------------------------------ the same word in context
+SAME = 1e-4  # two vectors whose difference is below this share of their length: the same vector
+
+
+@_claims_of("context")
+def context_claims(n: dict) -> list[Claim]:
+    """The same word in two sentences (``rows``: stage, cosine, the difference's length over the
+    vector's): "one vector per word at the input" (its own embedding identical) and "after the
+    layers its vector depends on the sentence" (the last stage's difference above ``SAME``), the
+    failure explained when the model is a decoder and the word's past is the same (``same_past``)."""
+    w = n["word"]
+    (_, c0, d0), (last, c1, d1) = n["rows"][0], n["rows"][-1]
+    out = [check("one vector per word at the input", d0 <= SAME,
+                 f"'{w}' enters with the very same vector in both sentences (difference {d0:.0e}): "
+                 "like word2vec, one vector per word.",
+                 f"'{w}' enters with **different** vectors in the two sentences (difference {_g(d0)})."),
+           check("after the layers the vector depends on the sentence", d1 > SAME,
+                 f"{_cap(last)} the two vectors differ by **{_w(d1)}** of their length (cosine "
+                 f"{c1:.3f}): " + (
+                     f"the other words changed '{w}'." if n["pos"][0] == n["pos"][1] else
+                     f"the other words and its different position changed '{w}' (put it at the same "
+                     "position in both to see the context alone).") + (
+                     f" Both sentences start '{n['past']}', so only the words *after* "
+                     f"'{w}' differ: this encoder reads both ways." if n.get("same_past") and not n["causal"] else ""),
+                 f"{_cap(last)} the two vectors are **the same** (difference {d1:.0e})" + (
+                     f": {n['model']} is a decoder, it sees only the words before '{w}', and those are the "
+                     "same in both sentences." if n["causal"] and n.get("same_past") else
+                     ": the other words did not change it."))]
+    return out
+
+
+def context(n: dict) -> str:
+    (ia, ib) = n["pos"]
+    return (f"'{n['word']}' at position {ia} in A and {ib} in B, in {n['model']}. "
+            + " ".join(c.text for c in context_claims(n)))

@@ -372,6 +372,74 @@ def bag_view(lm, v) -> View:
     return View(fig, numbers, link={"a": a, "b": b})
 
 
+# ------------------------------------------------------------------------------ the same word in context (issue 42)
+def _typed(lm, text: str):
+    """``text`` as the model reads it: its tokens wrapped like its task's examples (``[CLS] … [SEP]``,
+    ``[BOS] …``), cut to ``LESSON_MAX``."""
+    from tfviz.analysis import explorer
+
+    choices = explorer.example_choices(cache.task_of(lm), 1)
+    layout = explorer.layout_of(choices[0][1].tokens, lm.tokenizer.special_ids) if choices else \
+        explorer.template_layout(lm.tokenizer)
+    limit = min(explorer.length_limit(lm.config)[0], LESSON_MAX)
+    return explorer.prepare_text(lm.tokenizer, text, *layout, limit=limit)
+
+
+def context_numbers(lm, a: str, b: str, word: str) -> dict:
+    """``word``'s vector in sentence ``a`` and in ``b`` (its first occurrence in each): the token's
+    own embedding and the residual stream after every block, compared (cosine, and the difference's
+    length over the vector's)."""
+    pa, pb = _typed(lm, a), _typed(lm, b)
+    wid = lm.tokenizer.token_to_id(word)
+    if wid is None:
+        raise ValueError(f"'{word}' is not in {lm.ref.label}'s vocabulary")
+    if wid not in pa.ids or wid not in pb.ids:
+        raise ValueError(f"'{word}' must appear in both sentences")
+    ia, ib = pa.ids.index(wid), pb.ids.index(wid)
+    L = lm.config.n_layers
+    names = ("hook_embed", *(f"blocks.{l}.hook_resid_post" for l in range(L)))
+    ra, rb = cache.record(lm, (pa.ids,), names), cache.record(lm, (pb.ids,), names)
+    rows = []
+    for label, name in zip(["its own embedding", *(f"after block {l}" for l in range(L))], names):
+        x, y = ra[name][0, ia].astype(np.float64), rb[name][0, ib].astype(np.float64)
+        cos = float(x @ y / max(np.linalg.norm(x) * np.linalg.norm(y), 1e-30))
+        rows.append((label, cos, float(np.linalg.norm(x - y) / max(np.linalg.norm(x), 1e-30))))
+    same_past = ia == ib and list(pa.ids[:ia + 1]) == list(pb.ids[:ib + 1])
+    return {"word": word, "a": a, "b": b, "pos": (ia, ib), "rows": rows, "causal": bool(lm.config.causal),
+            "same_past": same_past, "model": lm.ref.label.split(" (")[0],
+            "past": " ".join(t for i, t in zip(pa.ids[:ia + 1], pa.tokens[:ia + 1])
+                             if i not in set(lm.tokenizer.special_ids))}
+
+
+def context_view(lm, v) -> View:
+    from tfviz.viz import paired_bars
+
+    a, b = str(v["a"]).strip(), str(v["b"]).strip()
+    n = context_numbers(lm, a, b, shared_word(lm, a, b))
+    labels, cos, gap = zip(*n["rows"])
+    fig = cache.figure_for(("lesson-context", *lm.key, n["a"], n["b"], n["word"]), paired_bars, labels, cos, gap,
+                           left_name="cosine (1 = the same direction)", right_name="difference / length",
+                           title=f"'{n['word']}' in sentence A against sentence B")
+    return View(fig, n, "Bars: how alike the word's two vectors are; markers: how far apart, relative to "
+                "the vector's length (0 = identical).", link={"input": "text", "text": n["a"], "tab": "Heatmap"})
+
+
+COMMON = {"the", "a", "an", "some", ".", ",", "and"}
+
+
+def shared_word(lm, a: str, b: str) -> str:
+    """The word the context step follows: the first word of ``a`` (not a common little word) that
+    ``b`` also has and the model knows."""
+    words_b = set(b.split())
+    for w in a.split():
+        if w in words_b and w not in COMMON and lm.tokenizer.token_to_id(w) is not None:
+            return w
+    for w in a.split():
+        if w in words_b and lm.tokenizer.token_to_id(w) is not None:
+            return w
+    raise ValueError("the two sentences share no word this model knows: put one word in both")
+
+
 # ------------------------------------------------------------------------------ 5-8. RNNs, paths
 def _why_results() -> dict:
     from . import why
@@ -1231,6 +1299,13 @@ STEPS: tuple[Step, ...] = (
          bag_view, say.bag, "why",
          controls=(Control("a", "Sentence A", "text", default="the dog chases the cat"),
                    Control("b", "Sentence B", "text", default="the cat chases the dog"))),
+    Step("context", "order", "One vector per word, whatever the sentence?",
+         "word2vec gives a word one vector, so 'bank' means the same by a river and in a robbery. A "
+         "transformer's first layer starts from such a vector too, then every layer mixes in the "
+         "other words. Put the same word in two sentences and compare its vectors, layer by layer.",
+         context_view, say.context, "attention", model="mlm", fits=_self_attention,
+         controls=(Control("a", "Sentence A", "text", default="the cat sees the dog ."),
+                   Control("b", "Sentence B", "text", default="the cat helps the children ."))),
     Step("rnn-memory", "rnn", "An RNN reads in order, and forgets",
          "A recurrent network reads one token at a time and carries everything it knows in one "
          "hidden vector. Here, models were asked to recall a symbol seen some tokens earlier, on "
