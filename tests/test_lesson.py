@@ -474,3 +474,17 @@ def test_the_context_claims_both_branches() -> None:
     a, b = say.claims(say.context, moved)
     assert not a.holds and "**different** vectors" in a.text
     assert b.holds and "its different position" in b.text and "reads both ways" not in b.text
+
+
+def test_the_kv_claims_both_branches() -> None:
+    row = lambda m, kv, b, loss: {"model": m, "heads": 4, "kv_heads": kv, "bytes": b, "formula": 256 * kv,  # noqa: E731
+                                  "positions": 24, "loss": loss, "windows": 64}
+    n = {"rows": [row("lm", 4, 1024.0, 1.873), row("lm-gqa", 2, 512.0, 1.871), row("lm-mqa", 1, 256.0, 1.869)]}
+    a, b = say.claims(say.kv, n)
+    assert a.holds and b.holds and "**256** bytes per token (1 K/V head)" in a.text and "lm-gqa, is -0.002" in b.text
+    bad = {"rows": [row("lm", 4, 1024.0, 1.8), row("lm-mqa", 1, 300.0, 2.0)]}
+    a, b = say.claims(say.kv, bad)
+    assert not a.holds and "**not** the formula's 1,024, 256" in a.text
+    assert not b.holds and "**+0.200** nats worse" in b.text
+    assert say.claims(say.kv, {"rows": [row("lm", 4, 1024.0, 1.8)]}) == [] and "1,024 bytes" in say.kv(
+        {"rows": [row("lm", 4, 1024.0, 1.8)]})

@@ -387,3 +387,32 @@ def test_the_context_claims_recomputed(name, changes) -> None:
     assert (d > say.SAME) is changes
     a_, b_ = say.claims(say.context, n)
     assert a_.holds and b_.holds is changes
+
+
+def test_the_kv_step_recomputed() -> None:
+    """MHA / GQA / MQA: the cache bytes per token from a KV cache read directly
+    (one forward with a fresh ``new_cache``) and each model's loss from plain cross-entropy on the
+    same validation windows."""
+    from ui import lesson_steps as ls
+
+    for name in ls.KV_FAMILY:
+        _model(name)
+    n = ls.kv_view(None, {}).numbers
+    for r in n["rows"]:
+        ck = load_checkpoint(SHIPPED / f"{r['model']}.safetensors")
+        model = ck.model.eval()
+        ids = ls.lesson_input(_model(r["model"]))[0].ids
+        cache = model.new_cache()
+        with torch.no_grad():
+            model(torch.tensor([ids]), cache=cache)
+        assert r["bytes"] == cache.nbytes / len(ids) == r["formula"]
+        val = ck.build_task().examples("validation")[:r["windows"]]
+        with torch.no_grad():
+            x = torch.tensor([e.tokens for e in val])
+            t = torch.tensor([e.targets for e in val])
+            logits = model(x).double()
+            keep = t != -100
+            loss = torch.nn.functional.cross_entropy(logits[keep], t[keep])
+        assert r["loss"] == pytest.approx(float(loss), abs=1e-4)
+    cs = say.claims(say.kv, n)
+    assert cs[0].holds and cs[1].holds is (max(r["loss"] for r in n["rows"]) - n["rows"][0]["loss"] <= say.QUALITY)

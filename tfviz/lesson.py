@@ -701,9 +701,47 @@ def sinks(n: dict) -> str:
     return out
 
 
+QUALITY = 0.05  # nats: a shared-K/V model within this of the full model's loss costs little
+
+
+@_claims_of("kv")
+def kv_claims(n: dict) -> list[Claim]:
+    """MHA / GQA / MQA measured now (``rows``: model, heads, kv_heads, bytes — the cache measured per
+    cached position —, formula — 2 · layers · kv_heads · d_head · 4 bytes —, loss): "sharing keys and
+    values shrinks the cache in proportion" (measured = formula for every model, so the cache is
+    kv_heads / heads of the full one) and "at little cost" (every shared model's loss within
+    ``QUALITY`` of the model with one K/V head per query head)."""
+    rows = n["rows"]
+    full = [r for r in rows if r["kv_heads"] == r["heads"]]
+    shared = [r for r in rows if r["kv_heads"] < r["heads"]]
+    if not full or not shared:
+        return []
+    f = full[0]
+    exact = all(r["bytes"] == r["formula"] for r in rows)
+    sizes = "; ".join(f"{r['model']} **{r['bytes']:,.0f}** bytes per token ({r['kv_heads']} K/V head"
+                      f"{'s' if r['kv_heads'] != 1 else ''})" for r in rows)
+    out = [check("sharing K/V shrinks the cache in proportion", exact,
+                 f"Measured cache: {sizes} — exactly 2 × layers × K/V heads × head size × 4 bytes, so "
+                 f"sharing shrinks it to K/V heads / {f['heads']} of {f['model']}'s.",
+                 f"Measured cache: {sizes} — **not** the formula's "
+                 + ", ".join(f"{r['formula']:,}" for r in rows) + " bytes per token.")]
+    worst = max(shared, key=lambda r: r["loss"] - f["loss"])
+    d = worst["loss"] - f["loss"]
+    losses = ", ".join(f"{r['model']} {r['loss']:.3f}" for r in rows)
+    out.append(check("at little cost in quality", d <= QUALITY,
+                     f"Validation loss now: {losses}. The worst of the shared models, {worst['model']}, is "
+                     f"{d:+.3f} nats from {f['model']}" + (" (within 0.05 counts as little)" if d > 0 else "")
+                     + ": the smaller cache costs little here.",
+                     f"Validation loss now: {losses}. {worst['model']} is **{d:+.3f}** nats worse than "
+                     f"{f['model']}: here the smaller cache costs quality."))
+    return out
+
+
 def kv(n: dict) -> str:
-    parts = [f"{m}: **{b:,}** bytes per token, loss {_w(loss)}" for m, b, loss in n["rows"]]
-    return "KV cache and validation loss (measured at build time): " + "; ".join(parts) + "."
+    cs = kv_claims(n)
+    if not cs:
+        return "; ".join(f"{r['model']}: {r['bytes']:,.0f} bytes per token, loss {r['loss']:.3f}" for r in n["rows"]) + "."
+    return " ".join(c.text for c in cs)
 
 
 # ------------------------------------------------------------------------------ the block (issue 42, item 2)

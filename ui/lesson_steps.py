@@ -1254,19 +1254,48 @@ def sinks_view(lm, v) -> View:
 CONTRAST = ("full-explicit", "window-banded")  # the notice's two variants: every score vs the band
 
 
-def kv_view(lm, v) -> View:
-    from tfviz.paths import zoo_dir
-    from tfviz.viz import paired_bars
-    from tfviz.zoo import findings as zf
+KV_FAMILY = ("lm", "lm-gqa", "lm-mqa")  # MHA, GQA, MQA: the same language model, K/V heads shared
+KV_WINDOWS = 64  # validation windows each model's loss is measured on, now
 
-    lm_df = zf.lm_family_frame(cache.zoo_cards(zoo_dir()))
-    if not len(lm_df):
+
+def kv_row(lm) -> dict:
+    """One model of the family, measured now: its KV cache after reading the lesson input (one
+    generation step with the cache: bytes per cached position) beside the formula from its config,
+    and its loss on the first ``KV_WINDOWS`` validation windows of its task."""
+    from tfviz.analysis.cost import kv_cache_bytes
+    from tfviz.generation import generate_with_attention
+
+    cfg = lm.config
+    inp, _ = lesson_input(lm)
+    task = cache.task_of(lm)
+    with lm.lock:
+        gen = generate_with_attention(lm.model, inp.ids, 1)
+        loss = float(task.evaluate(lm.model, "validation", max_examples=KV_WINDOWS)["loss"])
+    cached = gen.q_positions[0] + 1
+    return {"model": lm.ref.label.split(" (")[0], "heads": int(cfg.n_heads), "kv_heads": int(cfg.n_kv_heads),
+            "bytes": gen.cache_nbytes[0] / cached, "formula": kv_cache_bytes(cfg.n_layers, cfg.n_kv_heads, cfg.d_head, 1),
+            "positions": int(cached), "loss": loss, "windows": min(KV_WINDOWS, len(task.examples("validation")))}
+
+
+def kv_view(lm, v) -> View:
+    from tfviz.viz import paired_bars
+
+    from .models import zoo_model
+
+    rows = []
+    for name in KV_FAMILY:
+        m = zoo_model(name)
+        if m is not None:
+            rows.append(_memo(("kv", *m.key), lambda m=m: kv_row(m)))
+    if not rows:
         raise ValueError("the shipped lm / lm-gqa / lm-mqa models are missing")
-    fig = cache.figure(paired_bars, lm_df["model"], lm_df["kv_bytes_per_token"], lm_df["val_loss"],
+    labels = [f"{r['model']} ({r['kv_heads']} K/V of {r['heads']})" for r in rows]
+    fig = cache.figure(paired_bars, labels, [r["bytes"] for r in rows], [r["loss"] for r in rows],
                        left_name="KV cache bytes / token", right_name="validation loss",
-                       title="MHA vs GQA vs MQA (card)")
-    numbers = {"rows": [(str(r.model), int(r.kv_bytes_per_token), float(r.val_loss)) for r in lm_df.itertuples()]}
-    return View(fig, numbers, link={"finding": "All models"})
+                       title="MHA vs GQA vs MQA, measured now")
+    return View(fig, {"rows": rows}, f"Cache: one generation step with the KV cache after reading the "
+                f"lesson's input ({rows[0]['positions']} positions), float32. Loss: the first "
+                f"{rows[0]['windows']} validation windows of the grammar corpus.", link={"finding": "All models"})
 
 
 # ------------------------------------------------------------------------------ the lesson
