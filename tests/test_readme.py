@@ -1,8 +1,9 @@
-"""Every ```python block of README.md runs as written (issue 25, item 10).
+"""Every ```python block of README.md and of the docs pages its examples moved to (issue 41:
+docs/library.md, docs/huggingface.md; every docs/*.md is read) runs as written (issue 25, item 10).
 
 Each block is written to its own .py file and run with this interpreter in a fresh process (a
 fresh namespace: a block must import and define everything it uses), from one scratch folder
-shared by the blocks in README order — so a block may open a file an earlier block wrote (the
+shared by the blocks in reading order (README, library, Hugging Face, the other pages) — so a block may open a file an earlier block wrote (the
 offline GPT-2 folder, a checkpoint), never use a name an earlier block defined. Nothing is written
 into the repository: the working directory is a temp folder, every ``TFVIZ_*_DIR`` named in
 ``tfviz/paths.py`` points inside it (the shipped ``checkpoints/`` copied there, so a block may read
@@ -10,7 +11,7 @@ into the repository: the working directory is a temp folder, every ``TFVIZ_*_DIR
 
 A block that cannot run here says so on its first line, ``# not run: <why>`` (e.g. ``# not run:
 needs a CUDA GPU``); it is skipped with that reason. Keep them few: a reader copies these blocks.
-A failure names the block by its README line and first line.
+A failure names the block by its page, line and first line.
 """
 from __future__ import annotations
 
@@ -26,14 +27,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+# where the README's examples are, in reading order: a later page's block may open an earlier one's files
+PAGES = [README, REPO / "docs" / "library.md", REPO / "docs" / "huggingface.md"]
+PAGES += sorted(set((REPO / "docs").glob("*.md")) - set(PAGES))
 NOT_RUN = "# not run:"  # a block's first line: skipped, with the rest of the line as the reason
 BLOCK_TIMEOUT_S = 300   # a guard against a hang on a loaded 2-core machine, not a speed limit
 
 
 @dataclass(frozen=True)
 class Block:
-    line: int   # README line of the first code line (after the ```python fence)
+    line: int   # the page's line of the first code line (after the ```python fence)
     code: str
+    page: str = "README.md"
 
     @property
     def first(self) -> str:
@@ -44,10 +49,10 @@ class Block:
         return self.first[len(NOT_RUN):].strip() or "marked not run" if self.first.startswith(NOT_RUN) else None
 
     def __str__(self) -> str:
-        return f"README.md line {self.line} (```python block starting {self.first!r})"
+        return f"{self.page} line {self.line} (```python block starting {self.first!r})"
 
 
-def python_blocks(text: str) -> list[Block]:
+def python_blocks(text: str, page: str = "README.md") -> list[Block]:
     """The ```python (or ```py) fenced blocks of a Markdown text, with their line numbers; an
     unclosed fence is an error (it would hide every block after it)."""
     blocks, lines, i = [], text.splitlines(), 0
@@ -60,15 +65,15 @@ def python_blocks(text: str) -> list[Block]:
         end = next((j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence)
                     and not lines[j].strip()[len(fence):].strip()), None)
         if end is None:
-            raise ValueError(f"README.md line {i + 1}: a {fence} fence is never closed")
+            raise ValueError(f"{page} line {i + 1}: a {fence} fence is never closed")
         if lang in ("python", "py"):
             body = [ln[len(indent):] if ln.startswith(indent) else ln for ln in lines[i + 1:end]]
-            blocks.append(Block(i + 2, "\n".join(body) + "\n"))
+            blocks.append(Block(i + 2, "\n".join(body) + "\n", page))
         i = end + 1
     return blocks
 
 
-BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [b for p in PAGES for b in python_blocks(p.read_text(encoding="utf-8"), str(p.relative_to(REPO)))]
 
 
 def _folder_variables() -> list[str]:
@@ -118,12 +123,12 @@ def test_parser_lines_and_marker():
         python_blocks("```python\nx = 1\n")
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[f"line{b.line}" for b in BLOCKS])
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"{Path(b.page).stem}-line{b.line}" for b in BLOCKS])
 def test_readme_block_runs(block: Block, scratch):
     if block.skip_reason:
         pytest.skip(f"{block}: {block.skip_reason}")
     work, env = scratch
-    script = work / f"readme_line{block.line}.py"
+    script = work / f"{Path(block.page).stem}_line{block.line}.py"
     script.write_text(block.code, encoding="utf-8")
     try:
         done = subprocess.run([sys.executable, str(script)], cwd=work, env=env, capture_output=True,
@@ -133,3 +138,23 @@ def test_readme_block_runs(block: Block, scratch):
     if done.returncode != 0:
         pytest.fail(f"{block} failed (exit {done.returncode}); its code is in {script}:\n"
                     f"{done.stderr[-3000:]}", pytrace=False)
+
+
+def test_the_readme_is_the_teachers_first_page():
+    """Issue 41, item 5: what tfviz is, the two commands, then how to teach the lecture (the key,
+    the class link, Present to the class, one measured follow figure); a page read in five minutes
+    (at most 250 lines), the details on docs pages that exist."""
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= 250, len(lines)
+    first = "\n".join(lines[:70])
+    for must in ("bash scripts/app.sh", "bash scripts/test.sh", "## Teach the lecture", "TFVIZ_TEACHER_KEY",
+                 "lesson?follow=1", "Present to the class", "p95"):
+        assert must in first, must
+    assert text.index("## Teach the lecture") < text.index("## What else is in it")
+    assert re.search(r"about \d+-\d+ minutes", text)  # the suite's time, stated once up front
+    for link in re.findall(r"\]\(((?:docs|checkpoints)/[^)#]+)", text):
+        assert (REPO / link).is_file(), link
+    for page in (REPO / "docs").glob("*.md"):
+        for link in re.findall(r"\]\((?!https?:)([^)#\s]+)", page.read_text(encoding="utf-8")):
+            assert (page.parent / link).exists(), f"{page.name}: {link}"
