@@ -376,6 +376,12 @@ def test_the_block_claims_both_branches() -> None:
     assert "**not** a plain sum" in text and "42.1×" in text and "post-norm" in text
     assert "does **not** hand every one over" in text and "0.4 to 1" in text
     assert "do **not** raise it" in text and "**0.50**" in text and "**0.22**" in text
+    rms = {**BLOCK, "ln": {"kind": "rmsnorm", "mean": 0.0, "spread": (0.999, 1.0), "given": (0.5, 3.0)}}
+    (c,) = [c for c in say.claims(say.block, rms) if c.name == "layer norm: mean 0, spread 1"]
+    assert c.holds and "root mean square 1" in c.text and "not centred" in c.text
+    rms["ln"]["spread"] = (0.2, 1.0)
+    (c,) = [c for c in say.claims(say.block, rms) if c.name == "layer norm: mean 0, spread 1"]
+    assert not c.holds and "does **not** hand every one over at root mean square 1" in c.text
 
 
 NEXT = {"query": (".", 23), "vocab": 64, "logits": (8.87, -6.5), "top": "the",

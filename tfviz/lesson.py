@@ -771,25 +771,36 @@ def block_claims(n: dict) -> list[Claim]:
     lo, hi = ln["spread"]
     ok = ln["mean"] <= LN_MEAN and abs(lo - 1) <= LN_SPREAD and abs(hi - 1) <= LN_SPREAD
     given = (("After attention's output is added (post-norm)" if n.get("norm") == "post" else
-              "Before attention reads it") + f", the vectors layer norm is given have spreads (standard "
-             f"deviations) from {_g(ln['given'][0])} to {_g(ln['given'][1])}")
+              "Before attention reads it") + ", the vectors the norm is given have "
+             + ("root mean squares" if ln.get("kind") == "rmsnorm" else "spreads (standard deviations)")
+             + f" from {_g(ln['given'][0])} to {_g(ln['given'][1])}")
+    if ln.get("kind") == "rmsnorm":
+        out.append(check("layer norm: mean 0, spread 1", abs(lo - 1) <= LN_SPREAD and abs(hi - 1) <= LN_SPREAD,
+                         f"{given}; this model's RMSNorm divides each by its root mean square: every one is "
+                         f"handed over at root mean square 1 ({_w(lo)} to {_w(hi)}), not centred.",
+                         f"{given}; its RMSNorm does **not** hand every one over at root mean square 1 here "
+                         f"({_g(lo)} to {_g(hi)}): a vector of almost nothing is held back by the norm's ε."))
+        return out + _prediction_claim(n, st)
     out.append(check("layer norm: mean 0, spread 1", ok,
                      f"{given}; layer norm hands every one over with mean 0 "
                      f"(largest |mean| {ln['mean']:.0e}) and spread 1 ({_w(lo)} to {_w(hi)}).",
                      f"{given}; layer norm does **not** hand every one over "
                      f"with spread 1 here ({_g(lo)} to {_g(hi)}, largest |mean| {_g(ln['mean'])}): a "
                      "vector with almost no spread is held back by the norm's ε."))
+    return out + _prediction_claim(n, st)
+
+
+def _prediction_claim(n: dict, st: list) -> list[Claim]:
     (first, _, p0), (last, _, p1) = st[0][:3], st[-1][:3]
     nxt = n["next"]
     steps = [(st[i][0], st[i][2] - st[i - 1][2]) for i in range(1, len(st))]
     where, up = max(steps, key=lambda x: x[1]) if steps else (last, 0.0)
-    out.append(check("the layers build the prediction", p1 > p0,
+    return [check("the layers build the prediction", p1 > p0,
                      f"Read out after the embeddings alone, the stream gives '{nxt}' **{_w(p0)}**; after "
                      f"the last block **{_w(p1)}**: the layers built the prediction, the largest step at "
                      f"{where} ({_d(up)}).",
                      f"Read out after the embeddings alone, the stream already gives '{nxt}' "
-                     f"**{_w(p0)}**, and the layers do **not** raise it (**{_w(p1)}** after the last block)."))
-    return out
+                     f"**{_w(p0)}**, and the layers do **not** raise it (**{_w(p1)}** after the last block).")]
 
 
 def block(n: dict) -> str:

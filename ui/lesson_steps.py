@@ -108,6 +108,11 @@ def _decoder(card: dict) -> bool:
     return _transformer(card) and _cfg(card).get("arch") == "decoder"
 
 
+def _block(card: dict) -> bool:
+    """A decoder whose blocks have both halves (an attention-only model has no MLP to show)."""
+    return _decoder(card) and not _cfg(card).get("attn_only")
+
+
 def _encdec(card: dict) -> bool:
     return _transformer(card) and _cfg(card).get("arch") == "encoder-decoder" and _task(card) == "translate"
 
@@ -739,11 +744,13 @@ def block_numbers(lm, inp, pos: int) -> dict:
     top = int(probs[-1].argmax())
     normed = np.concatenate([b(l, "ln1.hook_normalized").reshape(-1, lm.config.d_model) for l in range(L)])
     scale = np.concatenate([b(l, "ln1.hook_scale").ravel() for l in range(L)])
+    rms = lm.config.normalization == "rmsnorm"  # RMSNorm divides by the root mean square, never centres
+    spread = np.sqrt((normed ** 2).mean(-1)) if rms else normed.std(-1)
     return {"query": (inp.tokens[pos], pos), "layers": L, "norm": lm.config.norm,
             "next": lm.tokenizer.display(top), "sum_error": err,
             "stages": [(label, float(np.linalg.norm(x[pos])), float(p[top])) for (label, x), p in zip(stream, probs)],
-            "ln": {"mean": float(np.abs(normed.mean(-1)).max()),
-                   "spread": (float(normed.std(-1).min()), float(normed.std(-1).max())),
+            "ln": {"kind": "rmsnorm" if rms else "layernorm", "mean": 0.0 if rms else float(np.abs(normed.mean(-1)).max()),
+                   "spread": (float(spread.min()), float(spread.max())),
                    "given": (float(scale.min()), float(scale.max()))}}
 
 
@@ -1404,7 +1411,7 @@ STEPS: tuple[Step, ...] = (
          "stream: layer norm rescales a copy, attention reads it and adds its output back, then a "
          "small MLP does the same for each token on its own. At the end the stream is read out as "
          "a score per word of the vocabulary.",
-         block_view, say.block, "attention", model="lm", fits=_decoder,
+         block_view, say.block, "attention", model="lm", fits=_block,
          controls=(Control("pos", "Position", "select", _queries, _last, fmt=_query_label, type=int),)),
     Step("next-token", "block", "From scores to the next word",
          "The final scores (logits) become probabilities with a softmax. A model that writes picks "
