@@ -13,4 +13,6 @@ if [ "$(cat .venv/.tfviz-dev.sha256 2>/dev/null)" != "$dev_hash" ]; then
 fi
 
 say "Starting tfviz; open http://localhost:8501 (or the port you passed). Ctrl+C stops it."
+# the Lesson's steps computed in the background at start (ui.lesson.warm_up): no cold waits in class
+export TFVIZ_LESSON_WARM="${TFVIZ_LESSON_WARM:-1}"
 exec .venv/bin/streamlit run app.py "$@"

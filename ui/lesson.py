@@ -626,6 +626,57 @@ def publish() -> None:
         st.session_state[SEEN], st.session_state[PUBLISHED] = lead.version, state
 
 
+# ------------------------------------------------------------------------------ warm-up
+WARM = {"done": 0, "steps": 0, "seconds": None, "failed": []}  # the warm-up's progress (for a log line)
+
+
+def default_values(step: Step, lm) -> dict:
+    """Each control's default for ``lm`` (no session: the warm-up's)."""
+    out = {}
+    for c in step.controls:
+        default = c.default(lm) if callable(c.default) else c.default
+        options = c.options(lm) if callable(c.options) else c.options
+        if options is not None and default not in list(options):
+            default = list(options)[0]
+        elif c.kind == "slider":
+            hi = c.hi(lm) if callable(c.hi) else c.hi
+            default = min(max(int(default), c.lo), hi)
+        out[c.name] = default
+    return out
+
+
+def warm_up(pause_s: float = 0.2) -> dict:
+    """Compute every step's default view (its shipped model, its controls' defaults) once, one
+    step at a time, at a low priority: the views are memoised for the server (``view_of``), so
+    the first visitor of a step, the projector included, draws what is already computed. Run
+    in a thread when the server starts (``ui.server``, ``TFVIZ_LESSON_WARM=1``: scripts/app.sh
+    sets it). A step that fails is skipped (its page says why when visited)."""
+    import time
+
+    try:  # this thread at the lowest priority: visitors' page runs go first (Linux: per thread)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+    from .models import load_model
+
+    t0 = time.perf_counter()
+    WARM.update(steps=len(STEPS), done=0, failed=[])
+    for step in STEPS:
+        try:
+            ref = _zoo_ref(step.model) if step.model else None
+            if step.model and ref is None:
+                raise ValueError(f"no shipped {step.model}")
+            lm = load_model(ref) if ref is not None else None
+            view = view_of(step, lm, default_values(step, lm))
+            _presented(view.figure)
+        except Exception as e:  # noqa: BLE001 - a warm-up never stops the server
+            WARM["failed"].append(f"{step.id}: {type(e).__name__}: {e}"[:200])
+        WARM["done"] += 1
+        time.sleep(pause_s)
+    WARM["seconds"] = round(time.perf_counter() - t0, 1)
+    return WARM
+
+
 # ------------------------------------------------------------------------------ offline
 EXPORTS_KEPT = 4  # built lesson files kept for the server (about 5 MB each: plotly.js inlined)
 

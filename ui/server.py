@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import threading
@@ -37,7 +38,26 @@ async def lifespan(app):
             traceback.print_exc()
 
     threading.Thread(target=start, daemon=True, name="tfviz-runs-start").start()
+    if os.environ.get("TFVIZ_LESSON_WARM", "0") not in ("", "0", "false", "no"):
+        threading.Thread(target=_warm_lesson, daemon=True, name="tfviz-lesson-warm").start()
     yield
+
+
+def _warm_lesson() -> None:
+    """Issue 41, item 3: every Lesson step's default view computed at start, in the background
+    (``ui.lesson.warm_up``); one line on stderr when done (the warm-up time)."""
+    import sys
+
+    try:
+        from .lesson import warm_up
+
+        done = warm_up()
+        print(f"tfviz: the Lesson's {done['steps']} steps warmed in {done['seconds']} s"
+              + (f"; failed: {done['failed']}" if done["failed"] else ""), file=sys.stderr, flush=True)
+    except Exception:  # noqa: BLE001 - a warm-up never stops the server
+        import traceback
+
+        traceback.print_exc()
 
 
 def _has_client(headers) -> bool:
