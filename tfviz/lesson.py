@@ -990,7 +990,8 @@ def context_claims(n: dict) -> list[Claim]:
     w = n["word"]
     (_, c0, d0), (last, c1, d1) = n["rows"][0], n["rows"][-1]
     out = [check("one vector per word at the input", d0 <= SAME,
-                 f"'{w}' enters with the very same vector in both sentences (difference {d0:.0e}): "
+                 f"'{w}' enters with the very same vector in both sentences (difference "
+                 + ("exactly 0" if d0 == 0 else f"{d0:.0e}") + "): "
                  "like word2vec, one vector per word.",
                  f"'{w}' enters with **different** vectors in the two sentences (difference {_g(d0)})."),
            check("after the layers the vector depends on the sentence", d1 > SAME,

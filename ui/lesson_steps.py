@@ -405,7 +405,7 @@ def context_numbers(lm, a: str, b: str, word: str) -> dict:
     names = ("hook_embed", *(f"blocks.{l}.hook_resid_post" for l in range(L)))
     ra, rb = cache.record(lm, (pa.ids,), names), cache.record(lm, (pb.ids,), names)
     rows = []
-    for label, name in zip(["its own embedding", *(f"after block {l}" for l in range(L))], names):
+    for label, name in zip(["embedding", *(f"after block {l}" for l in range(L))], names):
         x, y = ra[name][0, ia].astype(np.float64), rb[name][0, ib].astype(np.float64)
         cos = float(x @ y / max(np.linalg.norm(x) * np.linalg.norm(y), 1e-30))
         rows.append((label, cos, float(np.linalg.norm(x - y) / max(np.linalg.norm(x), 1e-30))))
@@ -422,11 +422,11 @@ def context_view(lm, v) -> View:
     a, b = str(v["a"]).strip(), str(v["b"]).strip()
     n = context_numbers(lm, a, b, shared_word(lm, a, b))
     labels, cos, gap = zip(*n["rows"])
-    fig = cache.figure_for(("lesson-context", *lm.key, n["a"], n["b"], n["word"]), paired_bars, labels, cos, gap,
-                           left_name="cosine (1 = the same direction)", right_name="difference / length",
+    fig = cache.figure_for(("lesson-context", *lm.key, n["a"], n["b"], n["word"]), paired_bars, labels, gap, cos,
+                           left_name="difference / length", right_name="cosine",
                            title=f"'{n['word']}' in sentence A against sentence B")
-    return View(fig, n, "Bars: how alike the word's two vectors are; markers: how far apart, relative to "
-                "the vector's length (0 = identical).", link={"input": "text", "text": n["a"], "tab": "Heatmap"})
+    return View(fig, n, "Bars: how far apart the word's two vectors are, relative to the vector's length "
+                "(0 = identical); markers: their cosine (1 = the same direction).", link={"input": "text", "text": n["a"], "tab": "Heatmap"})
 
 
 COMMON = {"the", "a", "an", "some", ".", ",", "and"}
@@ -807,7 +807,8 @@ def next_token_view(lm, v) -> View:
     order = np.argsort(-d["plain"])
     shown = order[:SHOWN]
     names = [lm.tokenizer.display(int(i)) for i in shown]
-    setting = "greedy (temperature 0)" if t == 0 else f"temperature {t:g}" + (f", top-k {k}" if k else "")
+    setting = "greedy (temperature 0)" if t == 0 else f"temperature {t:g}" + (
+        f", top-k {k}" if k else " (unchanged)" if t == 1 else "")
     fig = cache.figure_for(("lesson-next", *lm.key, inp.key, t, k), next_token_bars, names, d["plain"][shown],
                            d["chosen"][shown], chosen_name=setting,
                            title=f"The next token after '{inp.tokens[-1]}'")
@@ -844,8 +845,14 @@ def _translate_sentences(lm) -> list[int]:
     return list(range(min(6, len(cache.task_of(lm).examples("test")))))
 
 
+def _short(text: str, words: int = 3) -> str:
+    """A select box's label that fits a presented 1024 px window: the first words of ``text``."""
+    w = text.split()
+    return " ".join(w[:words]) + (" …" if len(w) > words else "")
+
+
 def _translate_label(i, lm) -> str:
-    return f"test sentence {i}: “{cache.task_of(lm).examples('test')[int(i)].text}”"
+    return f"{int(i) + 1}: {_short(cache.task_of(lm).examples('test')[int(i)].text)}"
 
 
 def cross_numbers(d: dict, head: str) -> dict:
@@ -1099,13 +1106,29 @@ def family_masks() -> dict:
     return out
 
 
-def family_view(lm, v) -> View:
+def _tile(label: str) -> str:
+    """A tile's name on two short lines ("translate · cross" -> "trans.<br>cross"): one a tile's
+    width holds at 1024 px, unrotated."""
+    model, part = label.split(" · ")
+    return f"{'trans.' if model == 'translate' else model}<br>{part}"
+
+
+def family_figure(masks: dict):
+    """``viz.masks_side_by_side`` with the tiles' names under the grid, unrotated (on top, rotated,
+    they ran into the title)."""
     from tfviz.viz import masks_side_by_side
 
+    fig = masks_side_by_side(masks, title="Who may look at whom, measured")
+    fig.update_xaxes(side="bottom", tickangle=0, title=dict(text="mask of (trans. = translate)"))
+    fig.update_layout(margin=dict(t=70))
+    return fig
+
+
+def family_view(lm, v) -> View:
     fam = family_masks()
     n = min(m.shape[0] for _, _, m in fam.values())
     shown = {label: m[:n, :n] for label, (_, _, m) in fam.items()}
-    fig = cache.figure(masks_side_by_side, shown, title="Who may look at whom, measured in each family")
+    fig = cache.figure(family_figure, {_tile(k): m for k, m in shown.items()})
     rows = {}
     for label, (family, kind, m) in fam.items():
         m = m[:n, :n]
@@ -1128,7 +1151,7 @@ def _mlm_sentences(lm) -> list[int]:
 
 
 def _mlm_label(i, lm) -> str:
-    return f"“{cache.task_of(lm).examples('test')[int(i)].text}”"
+    return f"{int(i) + 1}: {_short(cache.task_of(lm).examples('test')[int(i)].text)}"
 
 
 def _mlm_longest(lm) -> int:
