@@ -106,6 +106,15 @@ def test_the_block_and_cross_attention_steps_render_and_follow_their_controls(st
         assert notice(ok(at)) != first
 
 
+def test_a_link_opens_the_next_token_step_with_its_sampling_setting() -> None:
+    """A link's float temperature and int top-k land on the step's select boxes and its notice."""
+    at = lesson(step="next-token", temperature="0.5", top_k="3")
+    assert at.selectbox(key="lesson_next-token_temperature").value == 0.5
+    assert at.selectbox(key="lesson_next-token_top_k").value == 3
+    words = notice(at)
+    assert "Temperature 0.5 divides every logit by 0.5" in words and "Top-k 3" in words
+
+
 def recorded_pattern(name: str, layer: int, head: int) -> tuple[np.ndarray, list[str]]:
     ck = load_checkpoint(SHIPPED / f"{name}.safetensors")
     ex = ck.build_task().mission_sentences()[0]
