@@ -58,7 +58,7 @@ def test_the_choice_notice_says_both_the_sentence_and_the_average() -> None:
 
 
 def test_every_part_is_a_lecture_stage_in_order() -> None:
-    assert list(say.PARTS) == ["tokens", "vectors", "order", "rnn", "attention", "heads", "block", "decoder",
+    assert list(say.PARTS) == ["tokens", "vectors", "order", "rnn", "attention", "heads", "block", "decoder", "it",
                                "positions", "rope", "masks", "taxonomy", "bert", "cost"]
 
 

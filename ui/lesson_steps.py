@@ -1408,27 +1408,6 @@ STEPS: tuple[Step, ...] = (
          "values, and adds up what they find. Trained on one task, different heads learn to "
          "follow different relations.",
          heads_view, say.heads, "attention", model="coref", fits=_self_attention),
-    Step("it-heads", "heads", "The heads that resolve \"it\"",
-         "A sentence names two things, then says 'it' or 'its': which of the two is meant? This "
-         "model learned to answer such questions. Follow the pronoun's row in every head: some "
-         "heads send it to one noun, others to the other.",
-         it_heads_view, say.it_heads, "attention", model="coref", fits=_coref,
-         controls=(Control("sentence", "Sentence", "radio", (1, 2), 1, fmt=lambda i, lm: f"mission sentence {i}",
-                           type=int),
-                   Control("pronoun", "Read the pronoun", "radio", ("query", "pronoun"), "query",
-                           fmt=lambda p, lm: {"query": "at the end", "pronoun": "in the sentence"}[p]))),
-    Step("it-effects", "heads", "Does the head that looks decide?",
-         "Where a head looks is not yet why the model answers. Switch each head off in turn and "
-         "measure the answer again: a head whose removal changes nothing was not needed, however "
-         "sharply it looked.",
-         it_effects_view, say.it_effects, "attention", model="coref", fits=_self_attention),
-    Step("it-choice", "heads", "When the look is the choice",
-         "Now two nouns of the same kind: 'the law and the rules ... its application'. Only the "
-         "pronoun's number, its or their, says which noun is meant, so the model must look back "
-         "at the right noun to answer. Here a head's look can be the decision itself.",
-         it_choice_view, say.it_choice, "attention", model="agreement", fits=_agreement,
-         controls=(Control("sentence", "Sentence", "radio", (1, 2), 1, type=int,
-                           fmt=lambda i, lm: {1: "… its application …", 2: "… their application …"}[i]),)),
     Step("block", "block", "The block: a stream that each layer adds to",
          "Attention is one half of a transformer block. Each token's vector runs down a residual "
          "stream: layer norm rescales a copy, attention reads it and adds its output back, then a "
@@ -1453,6 +1432,27 @@ STEPS: tuple[Step, ...] = (
          controls=(Control("head", "Head", "select", heads_of, _translate_head),
                    Control("sentence", "Sentence", "select", _translate_sentences, 0, fmt=_translate_label,
                            type=int))),
+    Step("it-heads", "it", "The heads that resolve \"it\"",
+         "A sentence names two things, then says 'it' or 'its': which of the two is meant? This "
+         "model learned to answer such questions. Follow the pronoun's row in every head: some "
+         "heads send it to one noun, others to the other.",
+         it_heads_view, say.it_heads, "attention", model="coref", fits=_coref,
+         controls=(Control("sentence", "Sentence", "radio", (1, 2), 1, fmt=lambda i, lm: f"mission sentence {i}",
+                           type=int),
+                   Control("pronoun", "Read the pronoun", "radio", ("query", "pronoun"), "query",
+                           fmt=lambda p, lm: {"query": "at the end", "pronoun": "in the sentence"}[p]))),
+    Step("it-effects", "it", "Does the head that looks decide?",
+         "Where a head looks is not yet why the model answers. Switch each head off in turn and "
+         "measure the answer again: a head whose removal changes nothing was not needed, however "
+         "sharply it looked.",
+         it_effects_view, say.it_effects, "attention", model="coref", fits=_self_attention),
+    Step("it-choice", "it", "When the look is the choice",
+         "Now two nouns of the same kind: 'the law and the rules ... its application'. Only the "
+         "pronoun's number, its or their, says which noun is meant, so the model must look back "
+         "at the right noun to answer. Here a head's look can be the decision itself.",
+         it_choice_view, say.it_choice, "attention", model="agreement", fits=_agreement,
+         controls=(Control("sentence", "Sentence", "radio", (1, 2), 1, type=int,
+                           fmt=lambda i, lm: {1: "… its application …", 2: "… their application …"}[i]),)),
     Step("order-lost", "positions", "Attention alone has no sense of order",
          "Attention compares tokens by content only, so without extra information it cannot tell "
          "'dog chases cat' from 'cat chases dog'. Two shipped decoders read both sentences, one "
