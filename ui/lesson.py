@@ -384,7 +384,11 @@ def render_step(step: Step, presenting: bool) -> None:
         st.markdown(step.text)
         left = side = st.container()
     width = 1 + len(step.controls) + bool(step.model)
-    cols = left.columns(max(width - 1, 1)) if width > 1 else None
+    if presenting and width - 1 == 3:  # three boxes in the figure's column: a long value (a
+        # sentence) was cut; two on a row, the third on its own
+        cols = [*left.columns(2), left.columns(1)[0]]
+    else:
+        cols = left.columns(max(width - 1, 1)) if width > 1 else None
     try:
         lm = step_model(step, cols[0] if cols and step.model else None)
         values = control_values(step, lm, (cols[1:] if step.model else cols) if cols else None)
