@@ -27,7 +27,7 @@ the script run has finished), reported overall and per page. Errors there: excep
 ``st.error`` boxes, and pages that did not answer within the timeout.
 
 ``--scenario follow`` (with ``--client ws``; the script starts its own server with a random
-teacher key): a teacher unlocks the Lesson page with the key, switches Lead on, walks once through
+teacher key): a teacher unlocks the Lesson page with the key, presses Lead the class, walks once through
 every step unmeasured (the server computes each step's view once), then presses Next every
 --think seconds for --duration seconds while N students follow (``/lesson?follow=1``, their
 fragment ticking once a second as a browser's does), in a process of their own: parsing thirty
@@ -449,7 +449,7 @@ class Lead:
 
 async def ws_leader(url: str, key: str, duration: float, think: float, timeout_s: float, res: Result,
                     lead: Lead, measure: bool = True) -> None:
-    """The teacher over the websocket: unlock with the key, switch Lead on, then press Next (or,
+    """The teacher over the websocket: unlock with the key, press Lead the class, then press Next (or,
     at the last step, jump back to the first) every ``think`` s for ``duration`` s; every step
     change is a render (``res.switch``). ``measure=False``: one unmeasured pass over every step
     (the server computes and caches each step's view once, as a teacher rehearsing does)."""
@@ -464,11 +464,14 @@ async def ws_leader(url: str, key: str, duration: float, think: float, timeout_s
         if box is None:
             raise RuntimeError("no Teacher key box: start the server with TFVIZ_TEACHER_KEY")
         _, el = await s.run("lesson", [WidgetState(id=box.id, string_value=key)], timeout_s)
-        toggle = _widget(el, "checkbox", "Lead: the class follows my steps")
-        if toggle is None:
+        # leading is the server's (issue 41): a button starts it; a teacher who joins an ongoing
+        # lead (the rehearsal's) finds "Stop leading" instead
+        start = _widget(el, "button", "Lead the class")
+        if start is None and _widget(el, "button", "Stop leading") is None:
             raise RuntimeError("the teacher key was refused")
-        keep = [WidgetState(id=toggle.id, bool_value=True)]
-        _, el = await s.run("lesson", keep, timeout_s)
+        keep = []
+        if start is not None:
+            _, el = await s.run("lesson", [WidgetState(id=start.id, trigger_value=True)], timeout_s)
         deadline = time.perf_counter() + (duration if measure else 1e9)
         first = True
         while time.perf_counter() < deadline:
