@@ -124,7 +124,7 @@ def gradient_vs_distance(df: pd.DataFrame, *, model: str = "model",
 
 
 def gradient_through_time(df: pd.DataFrame, *, model: str = "model", stage: str = "stage",
-                          title: str = "The answer's gradient reaching earlier tokens, before and after training"):
+                          title: str = "The gradient at earlier tokens, untrained and trained"):
     """x = steps back from the question (1 = the token just before it), y = the gradient there
     relative to the gradient one step back (``relative``, log scale: 1 = as strong as a neighbour's,
     1e-8 = a hundred-millionth); one colour per model, a dashed line at initialisation and a solid
@@ -152,7 +152,7 @@ def gradient_through_time(df: pd.DataFrame, *, model: str = "model", stage: str 
                     name=f"{label}: the key", showlegend=False,
                     hovertemplate=f"{label}: the key, %{{x}} steps back → %{{y:.3g}}×<extra></extra>"))
     fig.update_xaxes(title=dict(text="steps back from the question (★ the key)"))
-    fig.update_yaxes(title=dict(text="gradient ÷ gradient 1 step back (log)"), type="log",
+    fig.update_yaxes(title=dict(text="÷ 1 step back (log)"), type="log",  # short: a longer one ran into the title
                      exponentformat="power")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return apply_theme(fig, title=title, height=440, width=820)
