@@ -46,8 +46,14 @@ async def lifespan(app):
 def _warm_lesson() -> None:
     """Issue 41, item 3: every Lesson step's default view computed at start, in the background
     (``ui.lesson.warm_up``); one line on stderr when done (the warm-up time)."""
+    import logging
     import sys
 
+    class _OwnThread(logging.Filter):  # the cached loaders it calls say "missing ScriptRunContext"
+        def filter(self, record: logging.LogRecord) -> bool:  # once a call: ~150 lines at start
+            return threading.current_thread().name != "tfviz-lesson-warm"
+
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_OwnThread())
     try:
         from .lesson import warm_up
 
